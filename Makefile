@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# User-space interrupt handling for x86-64 Linux 6.12: kernel patch series,
+# libuli, examples and tests, all run under QEMU.
+#
+#   make              everything: kernel, library, examples, tests, initramfs
+#   make demo         boot a guest running the edu example through /proc
+#   make test         run the tests in the guest, PTI on and PTI off
+#   make test-debug   the same tests on a lockdep/KASAN kernel
+#   make install PREFIX=DIR   uli.h and libuli.a for outside programs
+#   make deps         install the Debian packages the build needs
+#
+# Guest options (see qemu/run): ACCEL=tcg|kvm SMP=2 ICOUNT=0|1 PTI=on|off
+# V=1 shows compiler command lines and, in the guest runner, the console.
+
+BUILD    := build
+KTAR     := /usr/src/linux-source-6.12.tar.xz
+KSRC     := $(BUILD)/linux
+KOUT     := $(BUILD)/kernel
+KDBG     := $(BUILD)/kernel-debug
+HDR      := $(BUILD)/headers
+NPROC    := $(shell nproc 2>/dev/null || echo 2)
+PREFIX   ?= /usr/local
+
+PATCHES  := $(addprefix core-patch/,$(shell cat core-patch/series 2>/dev/null)) \
+            $(addprefix arch-patches/,$(shell cat arch-patches/series 2>/dev/null))
+
+DEBS     := linux-source-6.12 qemu-system-x86 busybox-static nasm gcc make bc \
+            flex bison libelf-dev libssl-dev cpio xz-utils patch perl gnuplot-nox
+
+CC       := gcc
+CFLAGS   := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
+            -I$(HDR)/include -Ilibuli
+LDFLAGS  := -static -pthread
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+export ACCEL SMP ICOUNT PTI V
+
+LIB_SRC  := $(filter-out libuli/edu.c,$(wildcard libuli/*.c))
+LIB_OBJ  := $(patsubst libuli/%.c,$(BUILD)/lib/%.o,$(LIB_SRC))
+LIBULI   := $(BUILD)/lib/libuli.a
+LIBEDU   := $(BUILD)/lib/libedu.a
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+PROGS    := $(TESTS) $(EXAMPLES)
+
+all: kernel initramfs
+
+.PHONY: all deps kernel kernel-debug headers lib progs initramfs test \
+        test-debug demo install clean distclean
+
+# --- Debian packages -----------------------------------------------------
+# A stamp, so that a built tree does not ask dpkg every time; `make deps`
+# checks again.
+deps:
+	@missing=$$(for p in $(DEBS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		echo "  APT     $$missing"; \
+		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get install -y -q $$missing >$(BUILD)/apt.log 2>&1 || \
+		{ $$sudo apt-get update -q >/dev/null 2>&1 && \
+		  $$sudo apt-get install -y -q $$missing; } || \
+		{ echo "apt-get failed, see $(BUILD)/apt.log"; exit 1; }; \
+	fi
+	@mkdir -p $(BUILD) && touch $(BUILD)/.deps
+
+$(BUILD)/.deps:
+	@mkdir -p $(BUILD)
+	@$(MAKE) --no-print-directory deps
+
+# --- Kernel --------------------------------------------------------------
+# Extract afresh when the installed source or the series changes; edits
+# to a patch only re-patch the files it touches (qemu/patch-kernel).
+$(BUILD)/.extracted: $(KTAR) core-patch/series arch-patches/series | $(BUILD)/.deps
+	@echo "  EXTRACT $(KTAR)"
+	$(Q)rm -rf $(KSRC) $(BUILD)/applied $(BUILD)/.patched
+	$(Q)mkdir -p $(KSRC) && tar -xf $(KTAR) -C $(KSRC) --strip-components=1
+	$(Q)touch $@
+
+$(BUILD)/.patched: $(BUILD)/.extracted $(PATCHES) qemu/patch-kernel
+	$(Q)qemu/patch-kernel $(KSRC) $(BUILD)/applied $(PATCHES) || \
+		{ rm -f $(BUILD)/.extracted; exit 1; }
+	$(Q)touch $@
+
+# tinyconfig, then our fragment(s), then olddefconfig; every line of the
+# fragments must survive, or the build stops and says which.
+define kconfig
+	@echo "  CONFIG  $(1)"
+	$(Q)mkdir -p $(1)
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(1)) tinyconfig >/dev/null
+	$(Q)$(KSRC)/scripts/kconfig/merge_config.sh -m -O $(1) $(1)/.config $(2) >/dev/null
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(1)) olddefconfig >/dev/null
+	$(Q)qemu/check-config $(1)/.config $(2)
+endef
+
+$(KOUT)/.config: $(BUILD)/.patched qemu/kernel.config qemu/check-config
+	$(call kconfig,$(KOUT),qemu/kernel.config)
+
+$(KDBG)/.config: $(BUILD)/.patched qemu/kernel.config qemu/debug.config qemu/check-config
+	$(call kconfig,$(KDBG),qemu/kernel.config qemu/debug.config)
+
+$(KOUT)/vmlinux: $(KOUT)/.config $(BUILD)/.patched
+	@echo "  KERNEL  Linux $$($(MAKE) -s -C $(KSRC) kernelversion) (from $(KTAR))"
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KOUT)) -j$(NPROC) vmlinux
+	$(Q)touch $@
+
+$(KDBG)/vmlinux: $(KDBG)/.config $(BUILD)/.patched
+	@echo "  KERNEL  Linux $$($(MAKE) -s -C $(KSRC) kernelversion) debug"
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KDBG)) -j$(NPROC) vmlinux
+	$(Q)touch $@
+
+kernel: $(KOUT)/vmlinux
+kernel-debug: $(KDBG)/vmlinux
+
+# The patched uapi headers (irq_user.h, uli.h) for user space.
+$(HDR)/.stamp: $(BUILD)/.patched $(KOUT)/.config
+	@echo "  HEADERS $(HDR)"
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KOUT)) headers_install \
+		INSTALL_HDR_PATH=$(abspath $(HDR)) >/dev/null
+	$(Q)touch $@
+headers: $(HDR)/.stamp
+
+# --- User space: libuli, the edu helper, examples, tests -----------------
+$(BUILD)/lib/%.o: libuli/%.c $(wildcard libuli/*.h) $(HDR)/.stamp
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(LIBULI): $(LIB_OBJ)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIBEDU): $(BUILD)/lib/edu.o
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+lib: $(LIBULI) $(LIBEDU)
+
+$(BUILD)/tests/% $(BUILD)/examples/%: CFLAGS += -I$(KSRC)/tools/testing/selftests
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(LIBULI) $(LIBEDU)
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -Itests -o $@ $< $(LIBULI) $(LIBEDU) $(LDFLAGS)
+
+$(BUILD)/examples/%: examples/%.c $(LIBULI) $(LIBEDU)
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBULI) $(LIBEDU) $(LDFLAGS)
+
+progs: $(PROGS)
+
+# --- Initramfs: busybox, init, our programs --------------------------------
+$(BUILD)/gen_init_cpio: $(BUILD)/.extracted
+	$(Q)$(CC) -O2 -o $@ $(KSRC)/usr/gen_init_cpio.c
+
+$(BUILD)/initramfs.cpio: $(BUILD)/gen_init_cpio qemu/init qemu/initramfs-list \
+		tests/run-tests $(PROGS) /bin/busybox
+	@echo "  CPIO    $@"
+	$(Q)qemu/initramfs-list $(BUILD) $(PROGS) > $(BUILD)/initramfs.list
+	$(Q)$(BUILD)/gen_init_cpio $(BUILD)/initramfs.list > $@
+
+initramfs: $(BUILD)/initramfs.cpio
+
+# --- Running -------------------------------------------------------------
+test: all
+	$(Q)qemu/run-tests $(KOUT)/vmlinux
+
+test-debug: all kernel-debug
+	$(Q)qemu/run-tests $(KDBG)/vmlinux
+
+demo: all
+	$(Q)qemu/run --exec 'edu-proc-demo'
+
+install: $(LIBULI)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib \
+		$(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 644 libuli/uli.h $(DESTDIR)$(PREFIX)/include/uli.h
+	install -m 644 $(LIBULI) $(DESTDIR)$(PREFIX)/lib/libuli.a
+	install -m 644 libuli/uli.3 $(DESTDIR)$(PREFIX)/share/man/man3/uli.3
+
+clean:
+	rm -rf $(BUILD)/lib $(BUILD)/tests $(BUILD)/examples $(BUILD)/initramfs.*
+
+distclean:
+	rm -rf $(BUILD)

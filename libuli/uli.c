@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uli.c - registration, semaphores and blocking for both delivery methods.
+ *
+ * The proc method: a SCHED_FIFO thread, running on the handler's stack,
+ * blocks in read() on /proc/irq/N/irq and calls the handler for each batch
+ * of interrupts.  It also polls an eventfd, which carries block/unblock
+ * and teardown requests, so a blocked registration stops reading the line
+ * (the device stays quiet, masked by the kernel) until ULI_unblock_intr().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include <linux/irq_user.h>
+#include <sys/syscall.h>
+
+#include "uli.h"
+#include "uli_internal.h"
+
+#define ULI_STACK_DEFAULT	(64 * 1024)
+
+static uint64_t __uli_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --- Semaphores (proc method: futexes in our own memory) ---------------- */
+
+static int __uli_futex(atomic_uint *addr, int op, unsigned int val)
+{
+	return syscall(SYS_futex, addr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+}
+
+static int __uli_sema_check(struct uli *u, int sema)
+{
+	if (!u || sema < 0 || sema >= u->nsemas) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+int ULI_sleep(void *uli, int sema)
+{
+	struct uli *u = uli;
+	atomic_uint *c;
+	unsigned int v;
+
+	if (__uli_sema_check(u, sema))
+		return -1;
+	if (u->mode == ULI_METHOD_UPCALL)
+		return __uli_upcall_sleep(u, sema);
+	c = &u->semas[sema];
+	v = atomic_load(c);
+	while (v) {
+		if (atomic_compare_exchange_weak(c, &v, v - 1))
+			return 0;
+	}
+	/* Woken, a signal, or a lost race: the caller loops. */
+	if (__uli_futex(c, FUTEX_WAIT, 0) && errno != EAGAIN)
+		return -1;
+	return 0;
+}
+
+int ULI_wakeup(void *uli, int sema)
+{
+	struct uli *u = uli;
+
+	if (__uli_sema_check(u, sema))
+		return -1;
+	if (u->mode == ULI_METHOD_UPCALL)
+		return __uli_upcall_wakeup(u, sema);
+	atomic_fetch_add(&u->semas[sema], 1);
+	__uli_futex(&u->semas[sema], FUTEX_WAKE, 1);
+	return 0;
+}
+
+/* --- The proc method ---------------------------------------------------- */
+
+static void __uli_proc_call(struct uli *u)
+{
+	uint64_t t0 = __uli_now_ns(), dt;
+
+	u->func(u->arg);
+	dt = __uli_now_ns() - t0;
+	atomic_fetch_add(&u->calls, 1);
+	if (dt > atomic_load(&u->max_ns))
+		atomic_store(&u->max_ns, dt);
+}
+
+static void *__uli_proc_thread(void *arg)
+{
+	struct uli *u = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = u->fd, .events = POLLIN },
+		{ .fd = u->evfd, .events = POLLIN },
+	};
+	uint64_t ev;
+	uint32_t n;
+
+	while (!atomic_load(&u->stop)) {
+		/* While blocked, stop reading: reading would unmask the line. */
+		bool blocked = atomic_load(&u->blocked);
+
+		pfd[0].events = blocked && atomic_load(&u->pending) ? 0 : POLLIN;
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pfd[1].revents & POLLIN)
+			(void)!read(u->evfd, &ev, sizeof(ev));
+		if (pfd[0].revents & POLLIN && read(u->fd, &n, sizeof(n)) == sizeof(n)) {
+			atomic_fetch_add(&u->interrupts, n);
+			atomic_fetch_add(&u->pending, n);
+		}
+		if (!atomic_load(&u->pending))
+			continue;
+
+		/* block_intr() sets blocked, then waits for running to clear. */
+		atomic_store(&u->running, 1);
+		if (!atomic_load(&u->blocked)) {
+			atomic_store(&u->pending, 0);
+			__uli_proc_call(u);
+		}
+		atomic_store(&u->running, 0);
+	}
+	return NULL;
+}
+
+static void __uli_proc_kick(struct uli *u)
+{
+	uint64_t one = 1;
+
+	(void)!write(u->evfd, &one, sizeof(one));
+}
+
+static int __uli_proc_start(struct uli *u, const struct irq_user_dev *dev)
+{
+	struct sched_param sp = { .sched_priority = sched_get_priority_max(SCHED_FIFO) - 10 };
+	char path[64];
+	pthread_attr_t attr;
+	uint32_t n;
+	int ret;
+
+	snprintf(path, sizeof(path), "/proc/irq/%d/irq", u->irq);
+	u->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (u->fd < 0)
+		return -errno;
+	if (dev && ioctl(u->fd, IRQ_USER_SET_DEVICE, dev))
+		return -errno;
+	/* Claim now, so that a busy line fails the registration. */
+	if (read(u->fd, &n, sizeof(n)) == sizeof(n)) {
+		atomic_store(&u->interrupts, n);
+		atomic_store(&u->pending, n);
+	} else if (errno != EAGAIN) {
+		return -errno;
+	}
+	u->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (u->evfd < 0)
+		return -errno;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstack(&attr, u->stack, u->stacksize);
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
+	pthread_attr_setschedparam(&attr, &sp);
+	ret = pthread_create(&u->thread, &attr, __uli_proc_thread, u);
+	if (ret == EPERM) {	/* no real-time privilege: run it anyway */
+		pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
+		ret = pthread_create(&u->thread, &attr, __uli_proc_thread, u);
+	}
+	pthread_attr_destroy(&attr);
+	if (ret)
+		return -ret;
+	u->thread_started = true;
+	return 0;
+}
+
+static void __uli_proc_stop(struct uli *u)
+{
+	if (u->thread_started) {
+		atomic_store(&u->stop, 1);
+		__uli_proc_kick(u);
+		pthread_join(u->thread, NULL);
+	}
+	if (u->evfd >= 0)
+		close(u->evfd);
+	if (u->fd >= 0)
+		close(u->fd);
+}
+
+/* --- Registration ------------------------------------------------------- */
+
+static int __uli_method(void)
+{
+	const char *m = getenv("ULI_MODE");
+
+	if (!m || !*m || !strcmp(m, "upcall"))
+		return ULI_METHOD_UPCALL;
+	if (!strcmp(m, "proc"))
+		return ULI_METHOD_PROC;
+	return -1;
+}
+
+static void __uli_free(struct uli *u)
+{
+	if (u->own_stack && u->stack)
+		munmap(u->stack, u->stacksize);
+	free(u->semas);
+	free(u);
+}
+
+static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
+			       void *stack, int stacksize)
+{
+	struct uli *u;
+	volatile char *p;
+	int method = __uli_method();
+
+	if (!func || nsemas < 0 || nsemas > ULI_MAX_SEMAS || stacksize < 0 ||
+	    (!stack) != (!stacksize) || method < 0 ||
+	    (stack && stacksize < ULI_STACK_MIN)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->mode = method;
+	u->func = func;
+	u->arg = arg;
+	u->fd = u->evfd = u->ulifd = -1;
+	u->nsemas = nsemas;
+	u->semas = calloc(nsemas ? nsemas : 1, sizeof(*u->semas));
+	if (!u->semas)
+		goto nomem;
+	if (stack) {
+		u->stack = stack;
+		u->stacksize = stacksize;
+	} else {
+		u->stacksize = ULI_STACK_DEFAULT;
+		u->stack = mmap(NULL, u->stacksize, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (u->stack == MAP_FAILED) {
+			u->stack = NULL;
+			goto nomem;
+		}
+		u->own_stack = true;
+	}
+	/*
+	 * Everything the handler touches must be resident: a fault in an
+	 * upcall aborts the handler.  Lock all, then write every stack page
+	 * (a read would map the shared zero page).
+	 */
+	if (mlockall(MCL_CURRENT | MCL_FUTURE) && errno != EPERM)
+		goto fail;
+	for (p = u->stack; p < (char *)u->stack + u->stacksize; p += 4096)
+		*p = 0;
+	return u;
+nomem:
+	errno = ENOMEM;
+fail:
+	__uli_free(u);
+	return NULL;
+}
+
+static void *__uli_start(struct uli *u, const struct irq_user_dev *dev, int flags)
+{
+	int ret;
+
+	if (u->mode == ULI_METHOD_PROC)
+		ret = (flags & ULI_MSI) ? -EOPNOTSUPP : __uli_proc_start(u, dev);
+	else
+		ret = __uli_upcall_start(u, dev, flags);
+	if (ret) {
+		if (u->mode == ULI_METHOD_PROC)
+			__uli_proc_stop(u);
+		__uli_free(u);
+		errno = -ret;
+		return NULL;
+	}
+	return u;
+}
+
+void *ULI_register_irq(int irq, uli_func_t func, void *arg,
+		       int nsemas, void *stack, int stacksize)
+{
+	struct uli *u;
+
+	if (irq < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	u = __uli_alloc(func, arg, nsemas, stack, stacksize);
+	if (!u)
+		return NULL;
+	u->irq = irq;
+	return __uli_start(u, NULL, 0);
+}
+
+/* "DDDD:BB:DD.F" or "BB:DD.F", enabled so that its INTx is routed. */
+static int __uli_pci_lookup(const char *bdf, struct irq_user_dev *dev, int *irq)
+{
+	unsigned int dom = 0, bus, slot, fn;
+	char path[128], buf[16], end;
+	int fd, n;
+
+	if (!bdf || (sscanf(bdf, "%x:%x:%x.%x%c", &dom, &bus, &slot, &fn, &end) != 4 &&
+		     (dom = 0, sscanf(bdf, "%x:%x.%x%c", &bus, &slot, &fn, &end) != 3)) ||
+	    dom > 0xffff || bus > 0xff || slot > 0x1f || fn > 7)
+		return -EINVAL;
+	memset(dev, 0, sizeof(*dev));
+	dev->type = IRQ_USER_DEV_PCI_INTX;
+	dev->domain = dom;
+	dev->bus = bus;
+	dev->devfn = slot << 3 | fn;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.%x/enable",
+		 dom, bus, slot, fn);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ENODEV : -errno;
+	n = write(fd, "1", 1);
+	close(fd);
+	if (n != 1)
+		return -errno;
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.%x/irq",
+		 dom, bus, slot, fn);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	*irq = atoi(buf);
+	return *irq > 0 ? 0 : -ENODEV;
+}
+
+void *ULI_register_pci(const char *bdf, uli_func_t func, void *arg,
+		       int nsemas, void *stack, int stacksize, int flags)
+{
+	struct irq_user_dev dev;
+	struct uli *u;
+	int ret, irq = -1;
+
+	if (flags != ULI_INTX && flags != ULI_MSI) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ret = __uli_pci_lookup(bdf, &dev, &irq);
+	if (ret) {
+		errno = -ret;
+		return NULL;
+	}
+	u = __uli_alloc(func, arg, nsemas, stack, stacksize);
+	if (!u)
+		return NULL;
+	u->irq = flags == ULI_MSI ? -1 : irq;
+	return __uli_start(u, &dev, flags);
+}
+
+int ULI_destroy(void *uli)
+{
+	struct uli *u = uli;
+
+	if (!u) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (u->mode == ULI_METHOD_PROC)
+		__uli_proc_stop(u);
+	else
+		__uli_upcall_stop(u);
+	__uli_free(u);
+	return 0;
+}
+
+/* --- Blocking ----------------------------------------------------------- */
+
+void ULI_block_intr(void *uli)
+{
+	struct uli *u = uli;
+
+	if (!u)
+		return;
+	if (u->mode == ULI_METHOD_UPCALL) {
+		__uli_upcall_block(u, true);
+		return;
+	}
+	atomic_store(&u->blocked, 1);
+	while (atomic_load(&u->running))
+		sched_yield();
+}
+
+void ULI_unblock_intr(void *uli)
+{
+	struct uli *u = uli;
+
+	if (!u)
+		return;
+	if (u->mode == ULI_METHOD_UPCALL) {
+		__uli_upcall_block(u, false);
+		return;
+	}
+	atomic_store(&u->blocked, 0);
+	__uli_proc_kick(u);	/* the thread runs the collapsed call */
+}
+
+/* --- Introspection ------------------------------------------------------ */
+
+int ULI_get_stats(void *uli, struct uli_stats *st)
+{
+	struct uli *u = uli;
+
+	if (!u || !st) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (u->mode == ULI_METHOD_UPCALL)
+		return __uli_upcall_stats(u, st);
+	memset(st, 0, sizeof(*st));
+	st->calls = atomic_load(&u->calls);
+	st->interrupts = atomic_load(&u->interrupts);
+	st->max_handler_ns = atomic_load(&u->max_ns);
+	return 0;
+}
+
+int ULI_set_budget(void *uli, uint64_t ns)
+{
+	struct uli *u = uli;
+
+	if (!u || !ns) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (u->mode == ULI_METHOD_UPCALL)
+		return __uli_upcall_budget(u, ns);
+	return 0;	/* a thread cannot hang the CPU: nothing to enforce */
+}
+
+const char *ULI_mode(void *uli)
+{
+	struct uli *u = uli;
+
+	return !u ? NULL : u->mode == ULI_METHOD_PROC ? "proc" : "upcall";
+}
+
+int ULI_irq(void *uli)
+{
+	struct uli *u = uli;
+
+	return u ? u->irq : -1;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uli.h - user-level interrupts for x86-64 Linux.
+ *
+ * Register a C function as the handler of an interrupt source; it runs in
+ * user mode, in this process, on the stack given at registration, each
+ * time the device interrupts.  The shapes follow IRIX uli(3).  See uli(3).
+ *
+ * Delivery methods, chosen at registration by the ULI_MODE environment
+ * variable:
+ *   ULI_MODE unset or "upcall"  the kernel's interrupt return path enters
+ *                               the handler directly (/dev/uli)
+ *   ULI_MODE=proc               a SCHED_FIFO thread blocked in read() on
+ *                               /proc/irq/N/irq calls the handler
+ */
+#ifndef ULI_H
+#define ULI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ULI_register_pci() flags */
+#define ULI_INTX	0x1	/* PCI 2.3 INTx masking: shared lines work */
+#define ULI_MSI		0x2	/* the device's MSI vector */
+
+/* Handler budget, per registration (ULI_set_budget), in nanoseconds. */
+#define ULI_DEFAULT_BUDGET_NS	10000000u
+
+typedef void (*uli_func_t)(void *arg);
+
+void *ULI_register_irq(int irq, uli_func_t func, void *arg,
+		       int nsemas, void *stack, int stacksize);
+void *ULI_register_pci(const char *bdf, uli_func_t func, void *arg,
+		       int nsemas, void *stack, int stacksize, int flags);
+
+int ULI_sleep(void *uli, int sema);
+int ULI_wakeup(void *uli, int sema);
+void ULI_block_intr(void *uli);
+void ULI_unblock_intr(void *uli);
+int ULI_destroy(void *uli);
+
+/* Extensions. */
+
+/* Delivery statistics of one registration. */
+struct uli_stats {
+	uint64_t calls;		/* handler invocations */
+	uint64_t interrupts;	/* interrupts taken for this registration */
+	uint64_t ctx_owner;	/* upcalls that interrupted the owner */
+	uint64_t ctx_other;	/* ... another process */
+	uint64_t ctx_idle;	/* ... the idle task */
+	uint64_t ctx_kernel;	/* ... kernel code */
+	uint64_t deferred;	/* delivered at the next safe point */
+	uint64_t aborted_fault;	/* handler aborts: exception */
+	uint64_t aborted_syscall; /* ... forbidden system call */
+	uint64_t aborted_timeout; /* ... over budget */
+	uint64_t max_handler_ns; /* longest handler run */
+};
+
+int ULI_get_stats(void *uli, struct uli_stats *st);
+int ULI_set_budget(void *uli, uint64_t ns);
+/* "upcall" or "proc": how this registration is delivered. */
+const char *ULI_mode(void *uli);
+/* The interrupt line (or -1 for MSI) of a registration. */
+int ULI_irq(void *uli);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ULI_H */

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* uli_internal.h - libuli's private state; not installed. */
+#ifndef ULI_INTERNAL_H
+#define ULI_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uli.h"
+
+#define ULI_MAX_SEMAS	64
+#define ULI_STACK_MIN	(16 * 1024)
+
+enum { ULI_METHOD_UPCALL, ULI_METHOD_PROC };
+
+struct irq_user_dev;
+
+struct uli {
+	int mode;
+	uli_func_t func;
+	void *arg;
+	int irq;
+	int nsemas;
+	atomic_uint *semas;		/* proc method */
+	void *stack;
+	size_t stacksize;
+	bool own_stack;
+
+	/* proc method */
+	int fd;				/* /proc/irq/N/irq */
+	int evfd;			/* block/unblock/stop requests */
+	pthread_t thread;
+	bool thread_started;
+	atomic_int stop, blocked, running;
+	atomic_uint pending;
+	atomic_uint_fast64_t calls, interrupts, max_ns;
+
+	/* upcall method */
+	int ulifd;			/* /dev/uli */
+	void *shared;			/* page shared with the kernel */
+};
+
+int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags);
+void __uli_upcall_stop(struct uli *u);
+int __uli_upcall_sleep(struct uli *u, int sema);
+int __uli_upcall_wakeup(struct uli *u, int sema);
+void __uli_upcall_block(struct uli *u, bool block);
+int __uli_upcall_stats(struct uli *u, struct uli_stats *st);
+int __uli_upcall_budget(struct uli *u, uint64_t ns);
+
+#endif
