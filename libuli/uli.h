@@ -52,11 +52,14 @@ struct uli_stats {
 	uint64_t ctx_other;	/* ... another process */
 	uint64_t ctx_idle;	/* ... the idle task */
 	uint64_t ctx_kernel;	/* ... kernel code */
-	uint64_t deferred;	/* delivered at the next safe point */
-	uint64_t aborted_fault;	/* handler aborts: exception */
-	uint64_t aborted_syscall; /* ... forbidden system call */
-	uint64_t aborted_timeout; /* ... over budget */
+	uint64_t deferred;	/* delivered at a later interrupt return */
+	uint64_t aborted_fault;	/* handler ended by the kernel: #PF, #GP */
+	uint64_t aborted_illegal; /* ... #UD, int3, #DB */
+	uint64_t aborted_fpe;	/* ... #DE, #MF, #XM */
+	uint64_t aborted_syscall; /* ... a system call not allowed */
+	uint64_t aborted_timeout; /* ... over its budget */
 	uint64_t max_handler_ns; /* longest handler run */
+	uint64_t last_handler_ns; /* the last one */
 };
 
 int ULI_get_stats(void *uli, struct uli_stats *st);

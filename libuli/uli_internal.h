@@ -18,6 +18,15 @@ enum { ULI_METHOD_UPCALL, ULI_METHOD_PROC };
 
 struct irq_user_dev;
 
+/* What the trampoline (asm/uli_trampoline.asm) finds at %rdi. */
+struct __uli_tramp {
+	uli_func_t func;	/* offset 0 */
+	void *arg;		/* 8 */
+	int fd;			/* 16: /dev/uli, for ULI_IOC_RETURN */
+};
+
+void __uli_trampoline(void);
+
 struct uli {
 	int mode;
 	uli_func_t func;
@@ -40,7 +49,8 @@ struct uli {
 
 	/* upcall method */
 	int ulifd;			/* /dev/uli */
-	void *shared;			/* page shared with the kernel */
+	struct __uli_tramp tramp;
+	const volatile void *shared;	/* struct uli_page, read-only */
 };
 
 int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags);

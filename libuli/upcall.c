@@ -1,69 +1,132 @@
 // SPDX-License-Identifier: MIT
 /*
- * upcall.c - the direct upcall method through /dev/uli.
+ * upcall.c - the direct upcall method, through /dev/uli.
  *
- * Needs a kernel with the ULI arch patches; on a kernel without /dev/uli
- * registration fails with ENODEV (set ULI_MODE=proc to use the /proc
- * method instead).
+ * One open file per registration.  The kernel enters the trampoline
+ * (asm/uli_trampoline.asm) with %rdi at u->tramp; the trampoline calls the
+ * handler and ends the upcall with ioctl(fd, ULI_IOC_RETURN).  The same
+ * ioctls serve the handler (intercepted by the kernel on the CPU it runs
+ * on) and ordinary threads.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
+#include <linux/irq_user.h>
+#include <linux/uli.h>
 
 #include "uli_internal.h"
 
+/* A system call that leaves errno alone: the handler may make it. */
+static inline long __uli_ioctl(int fd, unsigned long cmd, unsigned long arg)
+{
+	long ret;
+
+	__asm__ volatile ("syscall"
+			  : "=a" (ret)
+			  : "0" (16L /* SYS_ioctl */), "D" ((long)fd), "S" (cmd), "d" (arg)
+			  : "rcx", "r11", "memory");
+	return ret;
+}
+
 int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags)
 {
-	(void)dev;
-	(void)flags;
+	struct uli_register r;
+	void *page;
+
 	u->ulifd = open("/dev/uli", O_RDWR | O_CLOEXEC);
 	if (u->ulifd < 0)
 		return errno == ENOENT ? -ENODEV : -errno;
-	close(u->ulifd);
-	u->ulifd = -1;
-	return -ENOSYS;
+
+	u->tramp.func = u->func;
+	u->tramp.arg = u->arg;
+	u->tramp.fd = u->ulifd;
+
+	memset(&r, 0, sizeof(r));
+	if (!dev) {
+		r.source = ULI_SOURCE_IRQ;
+		r.irq = u->irq;
+	} else {
+		r.source = flags == ULI_MSI ? ULI_SOURCE_PCI_MSI : ULI_SOURCE_PCI_INTX;
+		r.domain = dev->domain;
+		r.bus = dev->bus;
+		r.devfn = dev->devfn;
+	}
+	r.entry = (unsigned long)__uli_trampoline;
+	r.entry_arg = (unsigned long)&u->tramp;
+	r.stack = (unsigned long)u->stack;
+	r.stack_size = u->stacksize & ~15UL;
+	r.nsemas = u->nsemas;
+	if (ioctl(u->ulifd, ULI_IOC_REGISTER, &r))
+		return -errno;
+
+	page = mmap(NULL, 4096, PROT_READ, MAP_SHARED, u->ulifd, 0);
+	if (page != MAP_FAILED)
+		u->shared = page;
+	return 0;
 }
 
 void __uli_upcall_stop(struct uli *u)
 {
+	if (u->shared)
+		munmap((void *)u->shared, 4096);
 	if (u->ulifd >= 0)
 		close(u->ulifd);
 }
 
 int __uli_upcall_sleep(struct uli *u, int sema)
 {
-	(void)u;
-	(void)sema;
-	errno = ENOSYS;
-	return -1;
+	long ret = __uli_ioctl(u->ulifd, ULI_IOC_SLEEP, (unsigned long)sema);
+
+	if (ret < 0) {
+		errno = (int)-ret;
+		return -1;
+	}
+	return 0;
 }
 
 int __uli_upcall_wakeup(struct uli *u, int sema)
 {
-	(void)u;
-	(void)sema;
-	errno = ENOSYS;
-	return -1;
+	/* No errno from a handler: it may run in another thread's TLS. */
+	return __uli_ioctl(u->ulifd, ULI_IOC_WAKEUP, (unsigned long)sema) ? -1 : 0;
 }
 
 void __uli_upcall_block(struct uli *u, bool block)
 {
-	(void)u;
-	(void)block;
+	__uli_ioctl(u->ulifd, block ? ULI_IOC_BLOCK : ULI_IOC_UNBLOCK, 0);
 }
 
 int __uli_upcall_stats(struct uli *u, struct uli_stats *st)
 {
-	(void)u;
-	(void)st;
-	errno = ENOSYS;
-	return -1;
+	struct uli_counters k;
+	unsigned int i;
+
+	if (ioctl(u->ulifd, ULI_IOC_STATS, &k))
+		return -1;
+	memset(st, 0, sizeof(*st));
+	st->interrupts = k.interrupts;
+	for (i = 0; i < ULI_NR_CTX; i++)
+		st->calls += k.upcalls[i];
+	st->ctx_owner = k.upcalls[ULI_CTX_OWNER];
+	st->ctx_other = k.upcalls[ULI_CTX_OTHER];
+	st->ctx_idle = k.upcalls[ULI_CTX_IDLE];
+	st->ctx_kernel = k.upcalls[ULI_CTX_KERNEL];
+	st->deferred = k.deferred;
+	st->aborted_fault = k.aborts[ULI_ABORT_FAULT];
+	st->aborted_illegal = k.aborts[ULI_ABORT_ILLEGAL];
+	st->aborted_fpe = k.aborts[ULI_ABORT_FPE];
+	st->aborted_syscall = k.aborts[ULI_ABORT_SYSCALL];
+	st->aborted_timeout = k.aborts[ULI_ABORT_TIMEOUT];
+	st->max_handler_ns = k.max_ns;
+	st->last_handler_ns = k.last_ns;
+	return 0;
 }
 
 int __uli_upcall_budget(struct uli *u, uint64_t ns)
 {
-	(void)u;
-	(void)ns;
-	errno = ENOSYS;
-	return -1;
+	__u64 v = ns;
+
+	return ioctl(u->ulifd, ULI_IOC_SET_BUDGET, &v) ? -1 : 0;
 }

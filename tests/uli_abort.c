@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uli_abort - a handler that faults, divides by zero, executes an invalid
+ * instruction, makes a system call or never returns is ended by the
+ * kernel: the owner gets the signal of the cause, the counters say why,
+ * the interrupted process carries on, and the next interrupt is delivered
+ * normally.
+ */
+#include <pthread.h>
+
+#include "kselftest_harness.h"
+#include "uli_util.h"
+
+static struct edu e;
+static volatile uint64_t handled;
+static volatile int bad;
+static volatile int zero;
+
+enum { GOOD, SEGV, FPE, ILL, SYSCALL, LOOP };
+
+static void handler(void *arg)
+{
+	(void)arg;
+	edu_ack(&e, edu_status(&e));	/* first, so the device is quiet */
+	switch (bad) {
+	case SEGV:
+		*(volatile int *)(uintptr_t)zero = 1;	/* NULL */
+		break;
+	case FPE:
+		handled += 1 / zero;
+		break;
+	case ILL:
+		__asm__ volatile ("ud2");
+		break;
+	case SYSCALL:
+		getpid();
+		break;
+	case LOOP:
+		for (;;)
+			__asm__ volatile ("" ::: "memory");
+	}
+	handled++;
+}
+
+static void spin_user(void)
+{
+	for (;;)
+		__asm__ volatile ("" ::: "memory");
+}
+
+static void run(struct __test_metadata *_metadata, int mode, int sig)
+{
+	struct timespec ts = { .tv_sec = 2 };
+	struct uli_stats st;
+	uint64_t *counter;
+	siginfo_t si;
+	sigset_t set;
+	pid_t child;
+	int target, i;
+	void *uli;
+
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	ASSERT_EQ(0, sigprocmask(SIG_BLOCK, &set, NULL));
+	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
+	uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
+	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	if (strcmp(ULI_mode(uli), "upcall"))
+		SKIP(return, "aborts are a property of the upcall");
+	ASSERT_EQ(0, ULI_set_budget(uli, 2000000));
+
+	/* Another process is what the interrupt lands on, when we can. */
+	target = uu_irq_cpu(e.irq);
+	child = 0;
+	if (uu_ncpus() > 1) {
+		uu_pin((target + 1) % uu_ncpus());
+		child = uu_spawn(target, spin_user);
+		usleep(50000);
+	}
+
+	for (i = 0; i < 3; i++) {
+		handled = 0;
+		bad = mode;
+		edu_raise(&e, 1);
+		ASSERT_EQ(sig, sigtimedwait(&set, &si, &ts)) TH_LOG("no signal %d", sig);
+		EXPECT_EQ(0, handled);
+
+		/* The next interrupt is delivered, and returns. */
+		bad = GOOD;
+		edu_raise(&e, 1);
+		ASSERT_TRUE(uu_wait_count(&handled, 1, 2000));
+	}
+	ASSERT_EQ(0, ULI_get_stats(uli, &st));
+	switch (mode) {
+	case SEGV:
+		counter = &st.aborted_fault;
+		break;
+	case FPE:
+		counter = &st.aborted_fpe;
+		break;
+	case ILL:
+		counter = &st.aborted_illegal;
+		break;
+	case SYSCALL:
+		counter = &st.aborted_syscall;
+		break;
+	default:
+		counter = &st.aborted_timeout;
+		break;
+	}
+	EXPECT_EQ(3, *counter);
+	EXPECT_EQ(6, st.calls);
+	if (mode == LOOP)
+		EXPECT_GE(st.max_handler_ns, 2000000);
+
+	/* The interrupted process is alive and was never signalled. */
+	if (child) {
+		int status;
+
+		EXPECT_EQ(0, waitpid(child, &status, WNOHANG));
+		uu_stop(child);
+	}
+	EXPECT_EQ(0, ULI_destroy(uli));
+	edu_close(&e);
+}
+
+FIXTURE(uli) {};
+FIXTURE_SETUP(uli) {}
+FIXTURE_TEARDOWN(uli) {}
+
+TEST_F_TIMEOUT(uli, page_fault, 600) { run(_metadata, SEGV, SIGSEGV); }
+TEST_F_TIMEOUT(uli, divide_error, 600) { run(_metadata, FPE, SIGFPE); }
+TEST_F_TIMEOUT(uli, invalid_opcode, 600) { run(_metadata, ILL, SIGILL); }
+TEST_F_TIMEOUT(uli, system_call, 600) { run(_metadata, SYSCALL, SIGSYS); }
+TEST_F_TIMEOUT(uli, endless_loop, 600) { run(_metadata, LOOP, SIGXCPU); }
+
+TEST_HARNESS_MAIN

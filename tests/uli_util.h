@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/* uli_util.h - helpers of the ULI tests: CPUs, contexts, raising. */
+#ifndef ULI_UTIL_H
+#define ULI_UTIL_H
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "edu.h"
+#include "uli.h"
+
+static inline uint64_t uu_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The CPU an interrupt line is delivered to (its effective affinity). */
+static inline int uu_irq_cpu(int irq)
+{
+	char path[64];
+	int cpu = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/irq/%d/effective_affinity_list", irq);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%d", &cpu) != 1)
+			cpu = 0;
+		fclose(f);
+	}
+	return cpu;
+}
+
+static inline int uu_ncpus(void)
+{
+	return (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+static inline int uu_pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Spin until *counter reaches want; false after timeout_ms. */
+static inline bool uu_wait_count(volatile uint64_t *counter, uint64_t want,
+				 unsigned int timeout_ms)
+{
+	uint64_t end = uu_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	unsigned int i = 0;
+
+	while (*counter < want)
+		if (++i % 1024 == 0 && uu_now_ns() > end)
+			return false;
+	return true;
+}
+
+/* A child pinned to cpu running fn forever; kill it with uu_stop(). */
+static inline pid_t uu_spawn(int cpu, void (*fn)(void))
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		uu_pin(cpu);
+		fn();
+		_exit(0);
+	}
+	return pid;
+}
+
+static inline void uu_stop(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+}
+
+/* voluntary_ctxt_switches + nonvoluntary_ctxt_switches of a task. */
+static inline long uu_ctxt_switches(pid_t pid, pid_t tid)
+{
+	char path[96], line[128];
+	long v = 0, n, total = 0;
+	FILE *f;
+
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+			v += n, total++;
+		else if (sscanf(line, "nonvoluntary_ctxt_switches: %ld", &n) == 1)
+			v += n, total++;
+	}
+	fclose(f);
+	return total == 2 ? v : -1;
+}
+
+#endif
