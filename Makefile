@@ -58,6 +58,7 @@ all: kernel initramfs
 # A stamp, so that a built tree does not ask dpkg every time; `make deps`
 # checks again.
 deps:
+	@mkdir -p $(BUILD)
 	@missing=$$(for p in $(DEBS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
 	done); \
@@ -74,6 +75,10 @@ deps:
 $(BUILD)/.deps:
 	@mkdir -p $(BUILD)
 	@$(MAKE) --no-print-directory deps
+
+# Files the packages provide: on a fresh machine they appear with deps.
+$(KTAR) /bin/busybox: | $(BUILD)/.deps
+	@test -e $@ || { echo "$@ is still missing after make deps"; exit 1; }
 
 # --- Kernel --------------------------------------------------------------
 # Extract afresh when the installed source or the series changes; edits
