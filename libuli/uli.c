@@ -4,14 +4,12 @@
  *
  * The proc method: a SCHED_FIFO thread, running on the handler's stack,
  * blocks in read() on /proc/irq/N/irq and calls the handler for each batch
- * of interrupts.  It also polls an eventfd, which carries block/unblock
- * and teardown requests, so a blocked registration stops reading the line
- * (the device stays quiet, masked by the kernel) until ULI_unblock_intr().
+ * of interrupts.  A blocked registration stops reading the line (the
+ * device stays quiet, masked by the kernel) until ULI_unblock_intr().
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -19,13 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/futex.h>
 #include <linux/irq_user.h>
+#include <linux/uli.h>
 #include <sys/syscall.h>
 
 #include "uli.h"
@@ -105,34 +103,37 @@ static void __uli_proc_call(struct uli *u)
 		atomic_store(&u->max_ns, dt);
 }
 
+/*
+ * The thread blocks in read(), as the 2005 /proc method intends: one
+ * system call per batch of interrupts.  Cancellation (ULI_destroy) is
+ * allowed only there, never in the middle of a handler.
+ */
 static void *__uli_proc_thread(void *arg)
 {
 	struct uli *u = arg;
-	struct pollfd pfd[2] = {
-		{ .fd = u->fd, .events = POLLIN },
-		{ .fd = u->evfd, .events = POLLIN },
-	};
-	uint64_t ev;
-	uint32_t n;
+	struct irq_user_event ev;
+	ssize_t n;
 
-	while (!atomic_load(&u->stop)) {
-		/* While blocked, stop reading: reading would unmask the line. */
-		bool blocked = atomic_load(&u->blocked);
-
-		pfd[0].events = blocked && atomic_load(&u->pending) ? 0 : POLLIN;
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	for (;;) {
+		/*
+		 * Blocked: stop reading, which would unmask the device; the
+		 * kernel keeps it masked and counts what comes in.
+		 */
+		while (atomic_load(&u->blocked))
+			__uli_futex((atomic_uint *)&u->blocked, FUTEX_WAIT, 1);
+		if (atomic_load(&u->stop))
 			break;
+		if (!atomic_load(&u->pending)) {
+			pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+			n = read(u->fd, &ev, sizeof(ev));
+			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+			if (n != sizeof(ev))
+				continue;	/* EINTR */
+			atomic_fetch_add(&u->interrupts, ev.count);
+			atomic_fetch_add(&u->pending, ev.count);
+			u->cycles = ev.cycles;
 		}
-		if (pfd[1].revents & POLLIN)
-			(void)!read(u->evfd, &ev, sizeof(ev));
-		if (pfd[0].revents & POLLIN && read(u->fd, &n, sizeof(n)) == sizeof(n)) {
-			atomic_fetch_add(&u->interrupts, n);
-			atomic_fetch_add(&u->pending, n);
-		}
-		if (!atomic_load(&u->pending))
-			continue;
 
 		/* block_intr() sets blocked, then waits for running to clear. */
 		atomic_store(&u->running, 1);
@@ -143,13 +144,6 @@ static void *__uli_proc_thread(void *arg)
 		atomic_store(&u->running, 0);
 	}
 	return NULL;
-}
-
-static void __uli_proc_kick(struct uli *u)
-{
-	uint64_t one = 1;
-
-	(void)!write(u->evfd, &one, sizeof(one));
 }
 
 static int __uli_proc_start(struct uli *u, const struct irq_user_dev *dev)
@@ -173,8 +167,8 @@ static int __uli_proc_start(struct uli *u, const struct irq_user_dev *dev)
 	} else if (errno != EAGAIN) {
 		return -errno;
 	}
-	u->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (u->evfd < 0)
+	/* From now on the thread blocks in read(). */
+	if (fcntl(u->fd, F_SETFL, 0))
 		return -errno;
 
 	pthread_attr_init(&attr);
@@ -198,11 +192,12 @@ static void __uli_proc_stop(struct uli *u)
 {
 	if (u->thread_started) {
 		atomic_store(&u->stop, 1);
-		__uli_proc_kick(u);
+		pthread_cancel(u->thread);	/* acts in read() only */
+		/* A blocked thread waits on a futex: let it go. */
+		atomic_store(&u->blocked, 0);
+		__uli_futex((atomic_uint *)&u->blocked, FUTEX_WAKE, 1);
 		pthread_join(u->thread, NULL);
 	}
-	if (u->evfd >= 0)
-		close(u->evfd);
 	if (u->fd >= 0)
 		close(u->fd);
 }
@@ -247,7 +242,7 @@ static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
 	u->mode = method;
 	u->func = func;
 	u->arg = arg;
-	u->fd = u->evfd = u->ulifd = -1;
+	u->fd = u->ulifd = -1;
 	u->nsemas = nsemas;
 	u->semas = calloc(nsemas ? nsemas : 1, sizeof(*u->semas));
 	if (!u->semas)
@@ -423,7 +418,8 @@ void ULI_unblock_intr(void *uli)
 		return;
 	}
 	atomic_store(&u->blocked, 0);
-	__uli_proc_kick(u);	/* the thread runs the collapsed call */
+	/* The thread runs the collapsed call, if any. */
+	__uli_futex((atomic_uint *)&u->blocked, FUTEX_WAKE, 1);
 }
 
 /* --- Introspection ------------------------------------------------------ */
@@ -470,4 +466,15 @@ int ULI_irq(void *uli)
 	struct uli *u = uli;
 
 	return u ? u->irq : -1;
+}
+
+uint64_t ULI_hardirq_cycles(void *uli)
+{
+	struct uli *u = uli;
+
+	if (!u)
+		return 0;
+	if (u->mode == ULI_METHOD_UPCALL)
+		return u->shared ? ((const volatile struct uli_page *)u->shared)->hardirq_tsc : 0;
+	return u->cycles;
 }

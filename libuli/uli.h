@@ -68,6 +68,12 @@ int ULI_set_budget(void *uli, uint64_t ns);
 const char *ULI_mode(void *uli);
 /* The interrupt line (or -1 for MSI) of a registration. */
 int ULI_irq(void *uli);
+/*
+ * The cycle counter (TSC) the kernel's hard handler read on entry for the
+ * interrupt being handled; callable from the handler (no system call).
+ * 0 when the kernel did not say.  For latency measurement.
+ */
+uint64_t ULI_hardirq_cycles(void *uli);
 
 #ifdef __cplusplus
 }

@@ -40,12 +40,12 @@ struct uli {
 
 	/* proc method */
 	int fd;				/* /proc/irq/N/irq */
-	int evfd;			/* block/unblock/stop requests */
 	pthread_t thread;
 	bool thread_started;
 	atomic_int stop, blocked, running;
 	atomic_uint pending;
 	atomic_uint_fast64_t calls, interrupts, max_ns;
+	uint64_t cycles;		/* of the batch being handled */
 
 	/* upcall method */
 	int ulifd;			/* /dev/uli */

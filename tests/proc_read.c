@@ -86,6 +86,7 @@ TEST_F(rd, blocking_read_wakes)
 TEST_F(rd, event_struct)
 {
 	unsigned char buf[64];
+	uint64_t t_raise, t_read;
 	struct irq_user_event ev;
 	ssize_t n;
 	size_t i;
@@ -116,15 +117,32 @@ TEST_F(rd, event_struct)
 		ASSERT_EQ(0xa5, buf[i]) TH_LOG("byte %zu written", i);
 	edu_ack(&self->e, 1);
 
-	/* 64 bytes: the struct, 8 bytes, nothing past it. */
+	/* 15 bytes: count and status, nothing past them. */
 	edu_raise(&self->e, 1);
 	memset(buf, 0xa5, sizeof(buf));
-	n = read(self->fd, buf, sizeof(buf));
+	n = read(self->fd, buf, 15);
 	ASSERT_EQ(8, n);
+	for (i = 8; i < sizeof(buf); i++)
+		ASSERT_EQ(0xa5, buf[i]) TH_LOG("byte %zu written", i);
+	edu_ack(&self->e, 1);
+
+	/*
+	 * 64 bytes: the whole struct, 16 bytes, nothing past it; cycles is
+	 * the TSC of the hard handler, between our raise and our read.
+	 */
+	t_raise = __builtin_ia32_rdtsc();
+	edu_raise(&self->e, 1);
+	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000));
+	memset(buf, 0xa5, sizeof(buf));
+	t_read = __builtin_ia32_rdtsc();
+	n = read(self->fd, buf, sizeof(buf));
+	ASSERT_EQ(16, n);
 	memcpy(&ev, buf, sizeof(ev));
 	EXPECT_EQ(1u, ev.count);
 	EXPECT_EQ(0u, ev.status);
-	for (i = 8; i < sizeof(buf); i++)
+	EXPECT_LT(t_raise, ev.cycles);
+	EXPECT_GT(t_read, ev.cycles);
+	for (i = 16; i < sizeof(buf); i++)
 		ASSERT_EQ(0xa5, buf[i]) TH_LOG("byte %zu written", i);
 	edu_ack(&self->e, 1);
 

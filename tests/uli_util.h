@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -75,6 +76,8 @@ static inline pid_t uu_spawn(int cpu, void (*fn)(void))
 	pid_t pid = fork();
 
 	if (pid == 0) {
+		/* Dies with its test, even one ended by a failed ASSERT. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		uu_pin(cpu);
 		fn();
 		_exit(0);
