@@ -65,7 +65,7 @@ static void run(struct __test_metadata *_metadata, int ctx)
 	struct uli_stats st;
 	pthread_t thr;
 	pid_t child = 0;
-	uint64_t i, want;
+	uint64_t i, want, t0;
 	int target, mine;
 	bool upcall;
 	void *uli;
@@ -102,6 +102,7 @@ static void run(struct __test_metadata *_metadata, int ctx)
 	handled = 0;
 	usleep(100000);	/* let the spinner take the CPU */
 
+	t0 = uu_now_ns();
 	for (i = 0; i < N_RAISES; i++) {
 		edu_raise(&e, 1);
 		if (!uu_wait_count(&handled, i + 1, 2000))
@@ -113,8 +114,8 @@ static void run(struct __test_metadata *_metadata, int ctx)
 	uu_stop(child);
 
 	ASSERT_EQ(0, ULI_get_stats(uli, &st));
-	TH_LOG("calls %llu interrupts %llu owner %llu other %llu idle %llu kernel %llu deferred %llu",
-	       (unsigned long long)st.calls, (unsigned long long)st.interrupts,
+	TH_LOG("%llu ms: calls %llu interrupts %llu owner %llu other %llu idle %llu kernel %llu deferred %llu",
+	       (unsigned long long)(uu_now_ns() - t0) / 1000000, (unsigned long long)st.calls, (unsigned long long)st.interrupts,
 	       (unsigned long long)st.ctx_owner, (unsigned long long)st.ctx_other,
 	       (unsigned long long)st.ctx_idle, (unsigned long long)st.ctx_kernel,
 	       (unsigned long long)st.deferred);

@@ -206,7 +206,9 @@ TEST_F_TIMEOUT(uli, foreign_process_untouched, 600)
 	leaks = 0;
 	memset(seen_gpr, 0, sizeof(seen_gpr));
 	memset(seen_xmm, 0, sizeof(seen_xmm));
-	usleep(200000);
+	/* Running its loop (a loaded TCG host may take a while to start it). */
+	for (int ms = 0; !sh->iterations && ms < 10000; ms += 10)
+		usleep(10000);
 	ASSERT_GT(sh->iterations, 0);
 
 	signal(SIGUSR1, on_usr1);
