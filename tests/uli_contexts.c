@@ -60,6 +60,23 @@ static void *owner_spin(void *arg)
 
 enum { OWNER, OTHER, IDLE, KERNEL };
 
+/* The interrupts column of our line in /sys/kernel/debug/uli, or -1. */
+static long long debugfs_interrupts(pid_t pid)
+{
+	FILE *f = fopen("/sys/kernel/debug/uli", "r");
+	long long n = -1, v;
+	char line[512], src[16];
+	int p, irq;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%d %15s %d %lld", &p, src, &irq, &v) == 4 && p == pid)
+			n = v;
+	fclose(f);
+	return n;
+}
+
 static void run(struct __test_metadata *_metadata, int ctx)
 {
 	struct uli_stats st;
@@ -128,6 +145,9 @@ static void run(struct __test_metadata *_metadata, int ctx)
 		EXPECT_EQ(0, ULI_destroy(uli));
 		return;
 	}
+
+	/* The same counters in debugfs, on our line. */
+	EXPECT_EQ(st.interrupts, debugfs_interrupts(getpid()));
 
 	/*
 	 * The arranged context must dominate.  Measured under TCG, 2 vCPUs:
