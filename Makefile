@@ -7,6 +7,7 @@
 #   make demo         boot a guest running the edu example through /proc
 #   make test         run the tests in the guest, PTI on and PTI off
 #   make test-debug   the same tests on a lockdep/KASAN kernel
+#   make bench        latency benchmark in the guest: table, CSV, plot
 #   make install PREFIX=DIR   uli.h and libuli.a for outside programs
 #   make deps         install the Debian packages the build needs
 #
@@ -52,7 +53,7 @@ PROGS    := $(TESTS) $(EXAMPLES)
 all: kernel initramfs
 
 .PHONY: all deps kernel kernel-debug headers lib progs initramfs test \
-        test-debug demo install clean distclean
+        test-debug demo bench install clean distclean
 
 # --- Debian packages -----------------------------------------------------
 # A stamp, so that a built tree does not ask dpkg every time; `make deps`
@@ -190,6 +191,10 @@ test-debug: all kernel-debug
 
 demo: all
 	$(Q)qemu/run --exec 'edu-proc-demo'
+
+# Results in build/bench/; BENCH_ARGS for qemu/bench, e.g. "--repeat 2".
+bench: all
+	$(Q)qemu/bench $(BENCH_ARGS)
 
 install: $(LIBULI)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib \
