@@ -239,8 +239,12 @@ TEST_F_TIMEOUT(uli, foreign_process_untouched, 600)
 				     sh->bad == 1 ? "a register" : "its memory");
 	EXPECT_GT(sh->iterations, iters);	/* still running its loop */
 	EXPECT_EQ(0, leaks) TH_LOG("the handler saw the foreign registers");
-	/* The main thread woke once (SIGUSR1); nothing per upcall. */
-	EXPECT_LE(main_after - main_before, 3);
+	/*
+	 * Nothing per upcall: the main thread wakes for the final SIGUSR1
+	 * and, rarely, for unrelated reasons (1-4 seen over 100,000 upcalls);
+	 * a woken-thread delivery would add one per upcall.
+	 */
+	EXPECT_LE(main_after - main_before, 10);
 	EXPECT_LE(child_after - child_before, 200);
 	uu_stop(child);
 	EXPECT_EQ(0, ULI_destroy(uli));
