@@ -136,6 +136,14 @@ int edu_set_intx(const struct edu *e, bool enabled)
 	return config_rw(e, 4, &cmd, 2, true);
 }
 
+int edu_intx_enabled(const struct edu *e)
+{
+	uint16_t cmd;
+	int ret = config_rw(e, 4, &cmd, 2, false);
+
+	return ret ? ret : !(cmd & (1u << 10));
+}
+
 int edu_intx_pending(const struct edu *e)
 {
 	uint16_t status;

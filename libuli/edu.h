@@ -65,6 +65,8 @@ bool edu_wait_clear(const struct edu *e, unsigned int timeout_ms);
 
 /* PCI Command bit 10 (DisINTx) through sysfs config.  0 or -errno. */
 int edu_set_intx(const struct edu *e, bool enabled);
+/* 1 if Command bit 10 (DisINTx) is clear, 0 if set, -errno on error. */
+int edu_intx_enabled(const struct edu *e);
 /* PCI Status bit 3 (Interrupt Status); -errno on error. */
 int edu_intx_pending(const struct edu *e);
 

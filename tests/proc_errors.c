@@ -217,27 +217,6 @@ TEST_F(err, nonshared_line_ebusy)
 
 /* --- privileges ----------------------------------------------------------- */
 
-static int caps_get(struct __user_cap_data_struct d[2])
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-
-	return syscall(SYS_capget, &h, d) ? -errno : 0;
-}
-
-static int caps_set(struct __user_cap_data_struct d[2])
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-
-	return syscall(SYS_capset, &h, d) ? -errno : 0;
-}
-
-static void cap_clear(struct __user_cap_data_struct d[2], int cap)
-{
-	d[CAP_TO_INDEX(cap)].effective &= ~CAP_TO_MASK(cap);
-	d[CAP_TO_INDEX(cap)].permitted &= ~CAP_TO_MASK(cap);
-	d[CAP_TO_INDEX(cap)].inheritable &= ~CAP_TO_MASK(cap);
-}
-
 static void cap_only(struct __user_cap_data_struct d[2], const int *caps, int n)
 {
 	int i;

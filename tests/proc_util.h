@@ -23,6 +23,8 @@
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/capability.h>
 #include <linux/irq_user.h>
 
 #include "edu.h"
@@ -490,6 +492,29 @@ static inline long pu_uio_count(const struct edu *e)
 	snprintf(path, sizeof(path), "/sys/class/uio/uio%d/event", idx);
 	n = pu_read_file(path, buf, sizeof(buf));
 	return n < 0 ? n : strtol(buf, NULL, 10);
+}
+
+/* --- capabilities ------------------------------------------------------ */
+
+static inline int caps_get(struct __user_cap_data_struct d[2])
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+
+	return syscall(SYS_capget, &h, d) ? -errno : 0;
+}
+
+static inline int caps_set(struct __user_cap_data_struct d[2])
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
+
+static inline void cap_clear(struct __user_cap_data_struct d[2], int cap)
+{
+	d[CAP_TO_INDEX(cap)].effective &= ~CAP_TO_MASK(cap);
+	d[CAP_TO_INDEX(cap)].permitted &= ~CAP_TO_MASK(cap);
+	d[CAP_TO_INDEX(cap)].inheritable &= ~CAP_TO_MASK(cap);
 }
 
 /* --- thread state ------------------------------------------------------- */

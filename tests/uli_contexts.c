@@ -13,14 +13,7 @@
 #include "uli_util.h"
 
 /* ULI_TEST_N overrides, for quick runs by hand. */
-#define N_RAISES n_raises()
-
-static inline uint64_t n_raises(void)
-{
-	const char *v = getenv("ULI_TEST_N");
-
-	return v ? strtoull(v, NULL, 0) : 100000;
-}
+#define N_RAISES uu_test_n(1)
 
 static struct edu e;
 static volatile uint64_t handled;

@@ -3,6 +3,7 @@
 #ifndef ULI_UTIL_H
 #define ULI_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,12 +19,43 @@
 #include "edu.h"
 #include "uli.h"
 
+/*
+ * The full count of a test (100,000 raises), or ULI_TEST_N; part scales
+ * it down for the slower cases (a fork per step, say): full / part.
+ */
+static inline uint64_t uu_test_n(uint64_t part)
+{
+	const char *v = getenv("ULI_TEST_N");
+	uint64_t n = v ? strtoull(v, NULL, 0) : 100000;
+
+	return n / part ? n / part : 1;
+}
+
+static inline uint64_t uu_rdtsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile ("rdtsc" : "=a" (lo), "=d" (hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
 static inline uint64_t uu_now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* TSC cycles per millisecond, against CLOCK_MONOTONIC over 50 ms. */
+static inline uint64_t uu_tsc_per_ms(void)
+{
+	uint64_t t0 = uu_now_ns(), c0 = uu_rdtsc(), t1, c1;
+
+	usleep(50000);
+	t1 = uu_now_ns();
+	c1 = uu_rdtsc();
+	return (c1 - c0) * 1000000 / (t1 - t0);
 }
 
 /* The CPU an interrupt line is delivered to (its effective affinity). */
@@ -41,6 +73,27 @@ static inline int uu_irq_cpu(int irq)
 		fclose(f);
 	}
 	return cpu;
+}
+
+/* The line of a registration: ULI_irq(), or for MSI the device's vector. */
+static inline int uu_uli_irq(void *uli, const struct edu *e)
+{
+	char path[96];
+	struct dirent *d;
+	int irq = ULI_irq(uli);
+	DIR *dir;
+
+	if (irq >= 0)
+		return irq;
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/msi_irqs", e->bdf);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir)))
+		if (d->d_name[0] != '.')
+			irq = atoi(d->d_name);
+	closedir(dir);
+	return irq;
 }
 
 static inline int uu_ncpus(void)

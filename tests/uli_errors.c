@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * uli_errors - /dev/uli refuses bad input with a clear error and changes
+ * nothing: every field of ULI_IOC_REGISTER out of range, each ioctl before
+ * registration or with a bad argument, mmap() other than one read-only
+ * page, a device that a kernel driver or another registration holds, a
+ * line a non-sharing user holds, and the missing capability.  After each
+ * refusal the line has no new action, the device's DisINTx bit is as it
+ * was, and the same file still registers.
+ */
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <linux/uli.h>
+
+#include "proc_util.h"
+#include "uli_util.h"
+
+#define STACK_SIZE	(64 * 1024)
+
+static void entry(void)
+{
+}
+
+FIXTURE(err) {
+	struct edu e;
+	int fd;
+	void *stack;
+	struct uli_register r;
+};
+
+FIXTURE_SETUP(err)
+{
+	int ret = edu_open_clean(&self->e, EDU_SLOT_C);
+
+	ASSERT_EQ(0, ret) TH_LOG("edu@%d: %s", EDU_SLOT_C, strerror(-ret));
+	self->stack = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->stack);
+	memset(self->stack, 0, STACK_SIZE);
+	self->fd = open("/dev/uli", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, self->fd) TH_LOG("/dev/uli: %s", strerror(errno));
+
+	/* A valid registration of edu@5 by INTx masking; tests spoil one field. */
+	memset(&self->r, 0, sizeof(self->r));
+	self->r.source = ULI_SOURCE_PCI_INTX;
+	self->r.domain = self->e.domain;
+	self->r.bus = self->e.bus;
+	self->r.devfn = self->e.devfn;
+	self->r.entry = (unsigned long)entry;
+	self->r.stack = (unsigned long)self->stack;
+	self->r.stack_size = STACK_SIZE;
+}
+
+FIXTURE_TEARDOWN(err)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	munmap(self->stack, STACK_SIZE);
+	edu_close_clean(&self->e);
+}
+
+static int reg(int fd, const struct uli_register *r)
+{
+	return ioctl(fd, ULI_IOC_REGISTER, r) ? errno : 0;
+}
+
+/* Nothing of ours on the line, and the device's DisINTx as we left it. */
+static bool untouched(const struct edu *e, int intx_on)
+{
+	return !irq_has_action(e->irq, "uli") && edu_intx_enabled(e) == intx_on;
+}
+
+struct bad_field {
+	const char *what;
+	void (*spoil)(struct uli_register *r, void *stack);
+	int err;
+};
+
+#define SPOIL(name, err, body) \
+	static void spoil_##name(struct uli_register *r, void *stack) \
+	{ (void)stack; body; }
+#define BAD(name, err) { #name, spoil_##name, err }
+
+SPOIL(source_0, EINVAL, r->source = 0)
+SPOIL(source_4, EINVAL, r->source = 4)
+SPOIL(irq_negative, EINVAL, r->source = ULI_SOURCE_IRQ; r->irq = -1;
+      r->domain = r->bus = r->devfn = 0)
+SPOIL(irq_with_bdf, EINVAL, r->source = ULI_SOURCE_IRQ; r->irq = 10)
+SPOIL(pci_with_irq, EINVAL, r->irq = 10)
+SPOIL(pad, EINVAL, r->__pad = 1)
+SPOIL(flags, EINVAL, r->flags = 1)
+SPOIL(reserved, EINVAL, r->__reserved[3] = 1)
+SPOIL(nsemas, EINVAL, r->nsemas = ULI_MAX_SEMAS + 1)
+SPOIL(budget_small, EINVAL, r->budget_ns = 999)
+SPOIL(budget_large, EINVAL, r->budget_ns = 10000000001ull)
+SPOIL(entry_null, EFAULT, r->entry = 0)
+SPOIL(entry_kernel, EFAULT, r->entry = 0xffffffff81000000ull)
+SPOIL(stack_small, EINVAL, r->stack_size = 4095 & ~15)
+SPOIL(stack_large, EINVAL, r->stack_size = (16 << 20) + 16)
+SPOIL(stack_unaligned, EINVAL, r->stack += 8; r->stack_size -= 16)
+SPOIL(stack_size_unaligned, EINVAL, r->stack_size -= 8)
+SPOIL(stack_kernel, EFAULT, r->stack = 0xffff888000000000ull)
+SPOIL(fsbase_kernel, EFAULT, r->fsbase = 0xffff888000000000ull)
+SPOIL(no_device, ENODEV, r->devfn = 0x1f << 3)
+/* Pinning fails: part of the stack is not mapped, or not writable. */
+SPOIL(stack_unmapped, EFAULT, munmap((char *)stack + STACK_SIZE - 4096, 4096))
+SPOIL(stack_readonly, EFAULT, mprotect(stack, STACK_SIZE, PROT_READ))
+
+static const struct bad_field bad[] = {
+	BAD(source_0, EINVAL), BAD(source_4, EINVAL),
+	BAD(irq_negative, EINVAL), BAD(irq_with_bdf, EINVAL),
+	BAD(pci_with_irq, EINVAL), BAD(pad, EINVAL), BAD(flags, EINVAL),
+	BAD(reserved, EINVAL), BAD(nsemas, EINVAL),
+	BAD(budget_small, EINVAL), BAD(budget_large, EINVAL),
+	BAD(entry_null, EFAULT), BAD(entry_kernel, EFAULT),
+	BAD(stack_small, EINVAL), BAD(stack_large, EINVAL),
+	BAD(stack_unaligned, EINVAL), BAD(stack_size_unaligned, EINVAL),
+	BAD(stack_kernel, EFAULT), BAD(fsbase_kernel, EFAULT),
+	BAD(no_device, ENODEV),
+	BAD(stack_unmapped, EFAULT), BAD(stack_readonly, EFAULT),
+};
+
+TEST_F(err, register_fields)
+{
+	unsigned int i;
+
+	ASSERT_EQ(0, edu_set_intx(&self->e, false));	/* DisINTx set */
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct uli_register r = self->r;
+
+		bad[i].spoil(&r, self->stack);
+		EXPECT_EQ(bad[i].err, reg(self->fd, &r)) TH_LOG("%s", bad[i].what);
+		EXPECT_TRUE(untouched(&self->e, false)) TH_LOG("%s changed something", bad[i].what);
+		/* Put the stack back for the next one. */
+		mprotect(self->stack, STACK_SIZE, PROT_READ | PROT_WRITE);
+		mmap((char *)self->stack + STACK_SIZE - 4096, 4096, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	}
+	EXPECT_EQ(EFAULT, reg(self->fd, NULL));
+	EXPECT_EQ(EFAULT, reg(self->fd, (void *)0xffff888000000000ull));
+
+	/* The same file still registers, and takes the device's INTx. */
+	EXPECT_EQ(0, reg(self->fd, &self->r));
+	EXPECT_TRUE(irq_has_action(self->e.irq, "uli"));
+	EXPECT_EQ(1, edu_intx_enabled(&self->e));
+	/* Once. */
+	EXPECT_EQ(EBUSY, reg(self->fd, &self->r));
+}
+
+TEST_F(err, ioctls_before_registration)
+{
+	struct uli_counters st;
+	__u64 ns = 1000000;
+
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_WAKEUP, 0));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SLEEP, 0));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_BLOCK, 0));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_UNBLOCK, 0));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_STATS, &st));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_BUDGET, &ns));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_RETURN, 0));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+TEST_F(err, ioctls_after_registration)
+{
+	struct uli_counters st;
+	__u64 ns;
+
+	self->r.nsemas = 2;
+	ASSERT_EQ(0, reg(self->fd, &self->r));
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_WAKEUP, 2));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SLEEP, 2));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SLEEP, -1L));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_STATS, NULL));
+	EXPECT_EQ(EFAULT, errno);
+	ns = 999;
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_BUDGET, &ns));
+	EXPECT_EQ(EINVAL, errno);
+	ns = 10000000001ull;
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_BUDGET, &ns));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_BUDGET, NULL));
+	EXPECT_EQ(EFAULT, errno);
+	/* Only a handler returns. */
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_RETURN, 0));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, _IO(ULI_IOC_MAGIC, 0x7f), 0));
+	EXPECT_EQ(ENOTTY, errno);
+	/* The failed calls changed nothing: the counters are all zero. */
+	ASSERT_EQ(0, ioctl(self->fd, ULI_IOC_STATS, &st));
+	EXPECT_EQ(0, st.interrupts);
+	/* And a wakeup of a good semaphore is taken by a sleep. */
+	EXPECT_EQ(0, ioctl(self->fd, ULI_IOC_WAKEUP, 1));
+	EXPECT_EQ(0, ioctl(self->fd, ULI_IOC_SLEEP, 1));
+}
+
+TEST_F(err, mmap_one_read_only_page)
+{
+	void *p;
+
+	ASSERT_EQ(0, reg(self->fd, &self->r));
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, 8192, PROT_READ, MAP_SHARED, self->fd, 0));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, 4096, PROT_READ, MAP_SHARED, self->fd, 4096));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, self->fd, 0));
+	EXPECT_EQ(EINVAL, errno);
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(-1, mprotect(p, 4096, PROT_READ | PROT_WRITE));
+	EXPECT_EQ(EACCES, errno);
+	munmap(p, 4096);
+}
+
+/* One owner per device: another registration, or a kernel driver. */
+TEST_F(err, device_held)
+{
+	struct uli_register r = self->r;
+	struct edu e8;
+	int fd2, ret;
+
+	ASSERT_EQ(0, reg(self->fd, &self->r));
+	fd2 = open("/dev/uli", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd2);
+	EXPECT_EQ(EBUSY, reg(fd2, &r));
+	r.source = ULI_SOURCE_PCI_MSI;
+	EXPECT_EQ(EBUSY, reg(fd2, &r));
+	/* Freed with its file: then the device is ours. */
+	close(self->fd);
+	self->fd = -1;
+	EXPECT_EQ(0, reg(fd2, &r));
+	close(fd2);
+
+	/* edu@8 bound to uio_pci_generic. */
+	ret = edu_open_clean(&e8, EDU_SLOT_B);
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(0, edu_bind(&e8, "uio_pci_generic"));
+	fd2 = open("/dev/uli", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd2);
+	r = self->r;
+	r.bus = e8.bus;
+	r.devfn = e8.devfn;
+	EXPECT_EQ(EBUSY, reg(fd2, &r));
+	r.source = ULI_SOURCE_PCI_MSI;
+	EXPECT_EQ(EBUSY, reg(fd2, &r));
+	close(fd2);
+	edu_bind(&e8, NULL);
+	edu_close_clean(&e8);
+}
+
+/*
+ * The line held by a user that does not share (the /proc method's
+ * exclusive claim): an IRQ or INTx registration is EBUSY, and the
+ * refused INTx one leaves the device's DisINTx set as it was.
+ */
+TEST_F(err, line_held)
+{
+	struct uli_register r = self->r;
+	int pfd;
+
+	pfd = irq_open(self->e.irq, O_NONBLOCK);
+	ASSERT_LE(0, pfd) TH_LOG("/proc/irq/%d/irq: %s", self->e.irq, strerror(-pfd));
+	irq_read4(pfd);		/* claims the line, exclusively */
+	ASSERT_EQ(0, edu_set_intx(&self->e, false));
+	EXPECT_EQ(EBUSY, reg(self->fd, &r));
+	EXPECT_EQ(0, edu_intx_enabled(&self->e));
+	r.source = ULI_SOURCE_IRQ;
+	r.irq = self->e.irq;
+	r.domain = r.bus = r.devfn = 0;
+	EXPECT_EQ(EBUSY, reg(self->fd, &r));
+	close(pfd);
+	/* Free again: the same file registers. */
+	EXPECT_EQ(0, reg(self->fd, &self->r));
+}
+
+/* Root without CAP_SYS_RAWIO cannot open /dev/uli. */
+TEST_F(err, no_rawio_eperm)
+{
+	struct __user_cap_data_struct d[2];
+	int status, fd;
+	pid_t pid = fork();
+
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (caps_get(d))
+			_exit(100);
+		cap_clear(d, CAP_SYS_RAWIO);
+		if (caps_set(d))
+			_exit(101);
+		fd = open("/dev/uli", O_RDWR);
+		_exit(fd < 0 ? errno : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(EPERM, WEXITSTATUS(status));
+}
+
+TEST_HARNESS_MAIN
