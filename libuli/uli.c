@@ -65,26 +65,27 @@ int ULI_sleep(void *uli, int sema)
 		return -1;
 	if (u->mode == ULI_METHOD_UPCALL)
 		return __uli_upcall_sleep(u, sema);
+	/* As the kernel's semaphore: 0 with one post taken, or EINTR. */
 	c = &u->semas[sema];
-	v = atomic_load(c);
-	while (v) {
-		if (atomic_compare_exchange_weak(c, &v, v - 1))
-			return 0;
+	for (;;) {
+		v = atomic_load(c);
+		while (v)
+			if (atomic_compare_exchange_weak(c, &v, v - 1))
+				return 0;
+		if (__uli_futex(c, FUTEX_WAIT, 0) && errno == EINTR)
+			return -1;
 	}
-	/* Woken, a signal, or a lost race: the caller loops. */
-	if (__uli_futex(c, FUTEX_WAIT, 0) && errno != EAGAIN)
-		return -1;
-	return 0;
 }
 
 int ULI_wakeup(void *uli, int sema)
 {
 	struct uli *u = uli;
 
+	/* The kernel checks the number: a handler must not write errno. */
+	if (u && u->mode == ULI_METHOD_UPCALL)
+		return __uli_upcall_wakeup(u, sema);
 	if (__uli_sema_check(u, sema))
 		return -1;
-	if (u->mode == ULI_METHOD_UPCALL)
-		return __uli_upcall_wakeup(u, sema);
 	atomic_fetch_add(&u->semas[sema], 1);
 	__uli_futex(&u->semas[sema], FUTEX_WAKE, 1);
 	return 0;

@@ -87,10 +87,28 @@ int __uli_upcall_sleep(struct uli *u, int sema)
 	return 0;
 }
 
+/* Running on the handler's stack: this is the handler. */
+static bool __uli_in_handler(const struct uli *u)
+{
+	const char *sp = __builtin_frame_address(0);
+
+	return sp >= (const char *)u->stack && sp < (const char *)u->stack + u->stacksize;
+}
+
 int __uli_upcall_wakeup(struct uli *u, int sema)
 {
-	/* No errno from a handler: it may run in another thread's TLS. */
-	return __uli_ioctl(u->ulifd, ULI_IOC_WAKEUP, (unsigned long)sema) ? -1 : 0;
+	long ret = __uli_ioctl(u->ulifd, ULI_IOC_WAKEUP, (unsigned long)(long)sema);
+
+	if (!ret)
+		return 0;
+	/*
+	 * No errno from a handler: its FS base is the registering thread's,
+	 * so errno there is that thread's, which the handler interrupted
+	 * at any point.
+	 */
+	if (!__uli_in_handler(u))
+		errno = (int)-ret;
+	return -1;
 }
 
 void __uli_upcall_block(struct uli *u, bool block)
