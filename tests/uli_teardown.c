@@ -15,8 +15,8 @@
 #include "kselftest_harness.h"
 #include "uli_util.h"
 
-/* 1,000, or a smaller ULI_TEST_N for quick runs by hand. */
-#define N_REPS		(uu_test_n(1) < 1000 ? uu_test_n(1) : 1000)
+/* 1,000 at the full count; the leak bounds below hold at that count. */
+#define N_REPS		uu_test_n(100)
 /* A big stack, so that one left pinned shows in MemFree. */
 #define STACK_SIZE	(1 << 20)
 
@@ -256,6 +256,9 @@ static void run(struct __test_metadata *_metadata, enum how how)
 	 */
 	EXPECT_GT(64 * 1024, free0 - free1);
 	EXPECT_GT(384, slab1 - slab0);
+	if (n < 1000)
+		TH_LOG("(at %llu owners the Slab bound does not see a lost struct uli)",
+		       (unsigned long long)n);
 
 	/* The line serves a new owner. */
 	handled = 0;
