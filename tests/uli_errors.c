@@ -259,6 +259,32 @@ TEST_F(err, device_held)
 }
 
 /*
+ * Released, the device is free for a kernel driver again, whichever
+ * source was used: MSI setup left device-managed resources behind, with
+ * which uio_pci_generic's probe failed ("Resources present before
+ * probing").
+ */
+TEST_F(err, released_device_binds)
+{
+	static const __u32 sources[] = { ULI_SOURCE_PCI_MSI, ULI_SOURCE_PCI_INTX };
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		struct uli_register r = self->r;
+		int fd = open("/dev/uli", O_RDWR | O_CLOEXEC);
+
+		ASSERT_LE(0, fd);
+		r.source = sources[i];
+		ASSERT_EQ(0, reg(fd, &r));
+		close(fd);
+		EXPECT_EQ(0, edu_bind(&self->e, "uio_pci_generic")) TH_LOG("source %u", r.source);
+		edu_bind(&self->e, NULL);
+		edu_close_clean(&self->e);
+		ASSERT_EQ(0, edu_open_clean(&self->e, EDU_SLOT_C));
+	}
+}
+
+/*
  * The line held by a user that does not share (the /proc method's
  * exclusive claim): an IRQ or INTx registration is EBUSY, and the
  * refused INTx one leaves the device's DisINTx set as it was.
