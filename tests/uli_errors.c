@@ -76,35 +76,35 @@ struct bad_field {
 	int err;
 };
 
-#define SPOIL(name, err, body) \
+#define SPOIL(name, body) \
 	static void spoil_##name(struct uli_register *r, void *stack) \
 	{ (void)stack; body; }
 #define BAD(name, err) { #name, spoil_##name, err }
 
-SPOIL(source_0, EINVAL, r->source = 0)
-SPOIL(source_4, EINVAL, r->source = 4)
-SPOIL(irq_negative, EINVAL, r->source = ULI_SOURCE_IRQ; r->irq = -1;
+SPOIL(source_0, r->source = 0)
+SPOIL(source_4, r->source = 4)
+SPOIL(irq_negative, r->source = ULI_SOURCE_IRQ; r->irq = -1;
       r->domain = r->bus = r->devfn = 0)
-SPOIL(irq_with_bdf, EINVAL, r->source = ULI_SOURCE_IRQ; r->irq = 10)
-SPOIL(pci_with_irq, EINVAL, r->irq = 10)
-SPOIL(pad, EINVAL, r->__pad = 1)
-SPOIL(flags, EINVAL, r->flags = 1)
-SPOIL(reserved, EINVAL, r->__reserved[3] = 1)
-SPOIL(nsemas, EINVAL, r->nsemas = ULI_MAX_SEMAS + 1)
-SPOIL(budget_small, EINVAL, r->budget_ns = 999)
-SPOIL(budget_large, EINVAL, r->budget_ns = 10000000001ull)
-SPOIL(entry_null, EFAULT, r->entry = 0)
-SPOIL(entry_kernel, EFAULT, r->entry = 0xffffffff81000000ull)
-SPOIL(stack_small, EINVAL, r->stack_size = 4095 & ~15)
-SPOIL(stack_large, EINVAL, r->stack_size = (16 << 20) + 16)
-SPOIL(stack_unaligned, EINVAL, r->stack += 8; r->stack_size -= 16)
-SPOIL(stack_size_unaligned, EINVAL, r->stack_size -= 8)
-SPOIL(stack_kernel, EFAULT, r->stack = 0xffff888000000000ull)
-SPOIL(fsbase_kernel, EFAULT, r->fsbase = 0xffff888000000000ull)
-SPOIL(no_device, ENODEV, r->devfn = 0x1f << 3)
+SPOIL(irq_with_bdf, r->source = ULI_SOURCE_IRQ; r->irq = 10)
+SPOIL(pci_with_irq, r->irq = 10)
+SPOIL(pad, r->__pad = 1)
+SPOIL(flags, r->flags = 1)
+SPOIL(reserved, r->__reserved[3] = 1)
+SPOIL(nsemas, r->nsemas = ULI_MAX_SEMAS + 1)
+SPOIL(budget_small, r->budget_ns = 999)
+SPOIL(budget_large, r->budget_ns = 10000000001ull)
+SPOIL(entry_null, r->entry = 0)
+SPOIL(entry_kernel, r->entry = 0xffffffff81000000ull)
+SPOIL(stack_small, r->stack_size = 4095 & ~15)
+SPOIL(stack_large, r->stack_size = (16 << 20) + 16)
+SPOIL(stack_unaligned, r->stack += 8; r->stack_size -= 16)
+SPOIL(stack_size_unaligned, r->stack_size -= 8)
+SPOIL(stack_kernel, r->stack = 0xffff888000000000ull)
+SPOIL(fsbase_kernel, r->fsbase = 0xffff888000000000ull)
+SPOIL(no_device, r->devfn = 0x1f << 3)
 /* Pinning fails: part of the stack is not mapped, or not writable. */
-SPOIL(stack_unmapped, EFAULT, munmap((char *)stack + STACK_SIZE - 4096, 4096))
-SPOIL(stack_readonly, EFAULT, mprotect(stack, STACK_SIZE, PROT_READ))
+SPOIL(stack_unmapped, munmap((char *)stack + STACK_SIZE - 4096, 4096))
+SPOIL(stack_readonly, mprotect(stack, STACK_SIZE, PROT_READ))
 
 static const struct bad_field bad[] = {
 	BAD(source_0, EINVAL), BAD(source_4, EINVAL),

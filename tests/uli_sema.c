@@ -55,11 +55,6 @@ static void *sleeper_fn(void *arg)
 	return NULL;
 }
 
-static bool wait_took(struct sleeper *s, uint64_t want, unsigned int ms)
-{
-	return uu_wait_count(&s->took, want, ms);
-}
-
 FIXTURE(sema) {
 	void *uli;
 };
@@ -89,7 +84,7 @@ TEST_F(sema, latched)
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(0, ULI_wakeup(self->uli, 1));
 	ASSERT_EQ(0, pthread_create(&s.thr, NULL, sleeper_fn, &s));
-	ASSERT_TRUE(wait_took(&s, 3, 2000)) TH_LOG("took %llu of 3", (unsigned long long)s.took);
+	ASSERT_TRUE(uu_wait_count(&s.took, 3, 2000)) TH_LOG("took %llu of 3", (unsigned long long)s.took);
 	usleep(200000);
 	EXPECT_EQ(3, s.took);		/* the fourth waits: nothing invented */
 	EXPECT_EQ(0, s.early);
@@ -98,7 +93,7 @@ TEST_F(sema, latched)
 	usleep(100000);
 	EXPECT_EQ(3, s.took);
 	ASSERT_EQ(0, ULI_wakeup(self->uli, 1));
-	EXPECT_TRUE(wait_took(&s, 4, 2000));
+	EXPECT_TRUE(uu_wait_count(&s.took, 4, 2000));
 	pthread_join(s.thr, NULL);
 	EXPECT_EQ(0, s.early);
 }
@@ -128,7 +123,7 @@ TEST_F_TIMEOUT(sema, handler_wakes_thread, 600)
 	}
 	EXPECT_EQ(0, errno);
 	EXPECT_EQ(N_POSTS, handled);
-	EXPECT_TRUE(wait_took(&s, N_POSTS, 5000));
+	EXPECT_TRUE(uu_wait_count(&s.took, N_POSTS, 5000));
 	pthread_join(s.thr, NULL);
 	EXPECT_EQ(N_POSTS, s.took);
 	EXPECT_EQ(0, s.early);
@@ -140,7 +135,7 @@ TEST_F_TIMEOUT(sema, handler_wakes_thread, 600)
 	usleep(100000);
 	EXPECT_EQ(N_POSTS, s.took);
 	ASSERT_EQ(0, ULI_wakeup(self->uli, 0));
-	EXPECT_TRUE(wait_took(&s, N_POSTS + 1, 2000));
+	EXPECT_TRUE(uu_wait_count(&s.took, N_POSTS + 1, 2000));
 	pthread_join(s.thr, NULL);
 
 	ASSERT_EQ(0, ULI_get_stats(self->uli, &st));
@@ -158,7 +153,7 @@ TEST_F_TIMEOUT(sema, thread_wakes_thread, 600)
 	ASSERT_EQ(0, pthread_create(&s.thr, NULL, sleeper_fn, &s));
 	for (i = 0; i < N_POSTS; i++)
 		ASSERT_EQ(0, ULI_wakeup(self->uli, 1));
-	EXPECT_TRUE(wait_took(&s, N_POSTS, 10000));
+	EXPECT_TRUE(uu_wait_count(&s.took, N_POSTS, 10000));
 	pthread_join(s.thr, NULL);
 	EXPECT_EQ(N_POSTS, s.took);
 	EXPECT_EQ(0, s.early);
@@ -187,7 +182,7 @@ TEST_F(sema, bad_number)
 	usleep(100000);
 	EXPECT_EQ(0, s.took);
 	ULI_wakeup(self->uli, 0);
-	EXPECT_TRUE(wait_took(&s, 1, 2000));
+	EXPECT_TRUE(uu_wait_count(&s.took, 1, 2000));
 	pthread_join(s.thr, NULL);
 
 	/* No semaphores at all: every number is bad. */
@@ -230,7 +225,7 @@ TEST_F(sema, interrupted_by_signal)
 	EXPECT_EQ(EINTR, s.err);
 	EXPECT_EQ(0, s.took);
 	ULI_wakeup(self->uli, 0);
-	EXPECT_TRUE(wait_took(&s, 1, 2000));
+	EXPECT_TRUE(uu_wait_count(&s.took, 1, 2000));
 	pthread_join(s.thr, NULL);
 	signal(SIGUSR1, SIG_DFL);
 }

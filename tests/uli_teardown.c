@@ -12,7 +12,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
-#include "kselftest_harness.h"
+#include "proc_util.h"
 #include "uli_util.h"
 
 /* 1,000 at the full count; the leak bounds below hold at that count. */
@@ -125,28 +125,6 @@ static int registrations(void)
 	return n;
 }
 
-/* The actions on @irq in /proc/interrupts: 0 when the line is free. */
-static int line_actions(int irq)
-{
-	char line[512], *p;
-	int n = -1, got;
-	FILE *f = fopen("/proc/interrupts", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, " %d:", &got) == 1 && got == irq) {
-			n = 0;
-			/* "uli", or "user:COMM" of the proc method */
-			for (p = line; (p = strstr(p, " uli")); p++)
-				n++;
-			for (p = line; (p = strstr(p, "user:")); p++)
-				n++;
-		}
-	fclose(f);
-	return n < 0 ? 0 : n;
-}
-
 /* A /proc/meminfo value, after the page cache was dropped. */
 static long meminfo_kb(const char *key)
 {
@@ -233,7 +211,8 @@ static void run(struct __test_metadata *_metadata, enum how how)
 		if (why)
 			break;
 		regs = registrations();
-		if (regs > 0 || line_actions(e.irq)) {
+		if (regs > 0 || irq_has_action(e.irq, "uli") ||
+		    irq_has_action(e.irq, irq_user_name())) {
 			why = "a registration outlived its owner";
 			break;
 		}
