@@ -97,9 +97,13 @@ static void __uli_proc_call(struct uli *u)
 {
 	uint64_t t0 = __uli_now_ns(), dt;
 
+	/*
+	 * Counted on entry, as the kernel counts an upcall: whoever sees
+	 * what the handler did must see the call counted too.
+	 */
+	atomic_fetch_add(&u->calls, 1);
 	u->func(u->arg);
 	dt = __uli_now_ns() - t0;
-	atomic_fetch_add(&u->calls, 1);
 	if (dt > atomic_load(&u->max_ns))
 		atomic_store(&u->max_ns, dt);
 }

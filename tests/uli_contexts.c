@@ -136,6 +136,7 @@ static void run(struct __test_metadata *_metadata, int ctx)
 	EXPECT_EQ(0, st.aborted_fault + st.aborted_syscall + st.aborted_timeout);
 	if (!upcall) {	/* ULI_MODE=proc: a thread, no interrupted context */
 		EXPECT_EQ(0, ULI_destroy(uli));
+		edu_close(&e);
 		return;
 	}
 
@@ -163,6 +164,50 @@ static void run(struct __test_metadata *_metadata, int ctx)
 		EXPECT_GE(st.ctx_kernel, N_RAISES / 2);
 		break;
 	}
+	EXPECT_EQ(0, ULI_destroy(uli));
+	edu_close(&e);
+}
+
+/*
+ * A call is counted as it starts, in both methods: a reader that sees
+ * what the handler did sees it counted.  (The proc method used to count
+ * after the return, and a test that read its stats at once saw one short.)
+ */
+static volatile int entered, left;
+static uint64_t spin_cycles;
+
+static void slow_handler(void *arg)
+{
+	uint64_t t0 = uu_rdtsc();
+
+	(void)arg;
+	edu_ack(&e, edu_status(&e));
+	entered = 1;
+	while (uu_rdtsc() - t0 < spin_cycles)	/* no clock_gettime(): no vDSO fallback syscall */
+		;
+	left = 1;
+}
+
+TEST(calls_counted_on_entry)
+{
+	struct uli_stats st;
+	void *uli;
+
+	spin_cycles = uu_tsc_per_ms() * 3;	/* within the 10 ms budget */
+	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
+	uli = ULI_register_pci(e.bdf, slow_handler, NULL, 0, NULL, 0, ULI_INTX);
+	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	if (uu_ncpus() > 1)
+		ASSERT_EQ(0, uu_pin((uu_irq_cpu(e.irq) + 1) % uu_ncpus()));
+
+	entered = left = 0;
+	edu_raise(&e, 1);
+	while (!entered)
+		;
+	ASSERT_EQ(0, ULI_get_stats(uli, &st));
+	EXPECT_EQ(1, st.calls) TH_LOG("the handler is running (left %d)", left);
+	while (!left)
+		;
 	EXPECT_EQ(0, ULI_destroy(uli));
 	edu_close(&e);
 }
