@@ -5,6 +5,8 @@
  *
  * Methods (each registered on the device in turn, torn down before the next):
  *   upcall      ULI direct upcall (libuli, default mode)
+ *   upcall-msi  the same through the device's MSI: no masking, so no PCI
+ *               config access in the hard handler or after the handler
  *   proc-read   the same handler run by libuli's SCHED_FIFO thread blocked
  *               in read() on /proc/irq/N/irq (ULI_MODE=proc)
  *   proc-epoll  /proc/irq/N/irq with an INTx description, waited on with
@@ -13,7 +15,8 @@
  *               a SCHED_FIFO thread, INTx re-enabled through sysfs config
  *   kernel      the floor: raise to the kernel's hard-handler entry, from
  *               the stamps of the upcall runs
- * Every method uses the device's PCI INTx masking in the kernel (DisINTx).
+ * Every method but upcall-msi uses the device's PCI INTx masking in the
+ * kernel (DisINTx); the /proc method has no MSI (EOPNOTSUPP).
  *
  * Scenarios: idle (nothing runs on the IRQ's CPU), foreign (a CPU-bound
  * process of another address space spins there), owner (a thread of this
@@ -47,7 +50,7 @@
  *   TSC hz | NULL ... | ROW method scenario span samples min p50 p99 max (ns)
  *   CDF method scenario span q ns
  *   RATE method scenario span n irq_per_s cycles_per_irq
- *   OWN ... | STATS ... | INFO text
+ *   OWN method ... | STATS ... | INFO text
  * Exit status 0, or 1 when any cell failed.
  */
 #include <errno.h>
@@ -80,11 +83,11 @@
 
 extern char **environ;
 
-enum method { M_UPCALL, M_PROC_READ, M_PROC_EPOLL, M_UIO, NR_METHODS };
+enum method { M_UPCALL, M_UPCALL_MSI, M_PROC_READ, M_PROC_EPOLL, M_UIO, NR_METHODS };
 enum scen { S_IDLE, S_FOREIGN, S_OWNER, NR_SCENS };
 
 static const char *const method_name[NR_METHODS] = {
-	"upcall", "proc-read", "proc-epoll", "uio-read",
+	"upcall", "upcall-msi", "proc-read", "proc-epoll", "uio-read",
 };
 static const char *const scen_name[NR_SCENS] = { "idle", "foreign", "owner" };
 
@@ -379,6 +382,8 @@ static void scenario_stop(void)
 static struct waiter W;
 static bool uio_bound;
 
+static bool wait_done(unsigned int want, bool uio, uint64_t timeout_ns);
+
 /* The page of the newest /dev/uli file of ours (libuli keeps the fd). */
 static const volatile struct uli_page *map_uli_page(void)
 {
@@ -406,13 +411,48 @@ static const volatile struct uli_page *map_uli_page(void)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static int check_irq_cpu(void)
+/* Deliver @irq to the IRQ's CPU. */
+static int set_irq_cpu(int irq)
+{
+	char path[64], buf[16];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", irq);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	snprintf(buf, sizeof(buf), "%d\n", irq_cpu);
+	if (fd < 0 || write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf))
+		ret = -errno;
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* The Linux IRQ of the device's MSI vector, or -errno. */
+static int msi_irq(void)
+{
+	char path[96];
+	struct dirent *d;
+	int irq = -ENOENT;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/msi_irqs", e.bdf);
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	while ((d = readdir(dir)))
+		if (d->d_name[0] != '.')
+			irq = atoi(d->d_name);
+	closedir(dir);
+	return irq;
+}
+
+static int check_irq_cpu(int irq)
 {
 	char path[64];
 	int cpu = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/irq/%d/effective_affinity_list", e.irq);
+	snprintf(path, sizeof(path), "/proc/irq/%d/effective_affinity_list", irq);
 	f = fopen(path, "r");
 	if (!f)
 		return -errno;
@@ -420,7 +460,7 @@ static int check_irq_cpu(void)
 		cpu = -1;
 	fclose(f);
 	if (cpu != irq_cpu) {
-		printf("INFO error: irq %d is delivered to CPU %d, not %d\n", e.irq, cpu, irq_cpu);
+		printf("INFO error: irq %d is delivered to CPU %d, not %d\n", irq, cpu, irq_cpu);
 		return -EXDEV;
 	}
 	return 0;
@@ -431,7 +471,7 @@ static int method_start(enum method m)
 	struct epoll_event ee = { .events = EPOLLIN };
 	struct irq_user_dev d;
 	char path[64];
-	int ret, idx;
+	int ret, idx, irq = e.irq;
 
 	memset(&W, 0, sizeof(W));
 	W.fd = W.ep = W.stopfd = -1;
@@ -447,18 +487,33 @@ static int method_start(enum method m)
 
 	switch (m) {
 	case M_UPCALL:
+	case M_UPCALL_MSI:
 	case M_PROC_READ:
 		if (m == M_PROC_READ)
 			setenv("ULI_MODE", "proc", 1);
 		else
 			unsetenv("ULI_MODE");
-		C.uli = ULI_register_pci(e.bdf, uli_handler, NULL, 0, NULL, 0, ULI_INTX);
+		C.uli = ULI_register_pci(e.bdf, uli_handler, NULL, 0, NULL, 0,
+					 m == M_UPCALL_MSI ? ULI_MSI : ULI_INTX);
 		unsetenv("ULI_MODE");
 		if (!C.uli)
 			return -errno;
-		if (strcmp(ULI_mode(C.uli), m == M_UPCALL ? "upcall" : "proc"))
+		if (strcmp(ULI_mode(C.uli), m == M_PROC_READ ? "proc" : "upcall"))
 			return -EPROTO;
-		if (m == M_UPCALL) {
+		if (m == M_UPCALL_MSI) {
+			irq = msi_irq();
+			if (irq < 0)
+				return irq;
+			ret = set_irq_cpu(irq);
+			if (ret)
+				return ret;
+			/* An MSI moves at its next interrupt: have one. */
+			edu_raise(&e, 1);
+			if (!wait_done(1, false, 2000000000ull))
+				return -ETIMEDOUT;
+			atomic_store(&C.n, 0);
+		}
+		if (m != M_PROC_READ) {
 			C.page = map_uli_page();
 			if (!C.page)
 				return -ENOENT;
@@ -518,7 +573,7 @@ static int method_start(enum method m)
 	default:
 		return -EINVAL;
 	}
-	ret = check_irq_cpu();
+	ret = check_irq_cpu(irq);
 	if (ret)
 		return ret;
 	return pin(raise_cpu);
@@ -642,8 +697,10 @@ static const struct gap *find_gap(uint64_t t)
 static double null_syscall_ns, rdtsc_ns;
 
 /* The upcall's own cost, owner scenario, from the samples and the gaps. */
-static void own_cost(const struct sample *s, unsigned int from, unsigned int to)
+static void own_cost(const char *m, const struct sample *s, unsigned int from, unsigned int to)
 {
+	char name[32];
+
 	size_t n = to - from, k = 0, i;
 	uint64_t *ent = calloc(n, sizeof(*ent)), *res = calloc(n, sizeof(*res));
 	uint64_t *tot = calloc(n, sizeof(*tot)), *hw = calloc(n, sizeof(*hw));
@@ -665,16 +722,17 @@ static void own_cost(const struct sample *s, unsigned int from, unsigned int to)
 		ub[k] = tot[k] + hw[k];
 		k++;
 	}
-	printf("INFO own cost: %zu of %zu owner-scenario upcalls interrupted the spinner (matched to its TSC gaps)\n",
-	       k, n);
+	printf("INFO own cost, %s: %zu of %zu owner-scenario upcalls interrupted the spinner (matched to its TSC gaps)\n",
+	       m, k, n);
 	if (!k)
 		goto out;
-	report("upcall-own", "owner", "upcall-to-handler", ent, k);
-	report("upcall-own", "owner", "handler-to-resumed", res, k);
-	report("upcall-own", "owner", "hardirq-to-upcall", hw, k);
-	report("upcall-own", "owner", "own-total", tot, k);
-	report("upcall-own", "owner", "own-total-with-hardirq", ub, k);
-	printf("OWN %zu %.0f %.0f %.0f %.0f %.0f\n", k,
+	snprintf(name, sizeof(name), "%s-own", m);
+	report(name, "owner", "upcall-to-handler", ent, k);
+	report(name, "owner", "handler-to-resumed", res, k);
+	report(name, "owner", "hardirq-to-upcall", hw, k);
+	report(name, "owner", "own-total", tot, k);
+	report(name, "owner", "own-total-with-hardirq", ub, k);
+	printf("OWN %s %zu %.0f %.0f %.0f %.0f %.0f\n", m, k,
 	       c2ns(quantile(ent, k, 0.5)), c2ns(quantile(res, k, 0.5)),
 	       c2ns(quantile(tot, k, 0.5)), c2ns(quantile(ub, k, 0.5)), null_syscall_ns);
 out:
@@ -779,9 +837,9 @@ static int run_latency(enum method m, enum scen s)
 		kernel_floor[s] = kf;
 		kernel_floor_n[s] = k;
 		kf = NULL;
-		if (s == S_OWNER)
-			own_cost(C.s, opt_warm, total);
 	}
+	if ((m == M_UPCALL || m == M_UPCALL_MSI) && s == S_OWNER)
+		own_cost(method_name[m], C.s, opt_warm, total);
 out:
 	free(r2h);
 	free(h2h);
@@ -956,7 +1014,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: uli-bench [-n SAMPLES] [-w WARMUP] [-r ROUNDTRIPS] [-t RT_LIMIT_S] [-g GAP_US]\n"
 		"                 [-S SLEEP_US] [-c CALIBRATION_MS] [-m METHOD,...] [-s SCENARIO,...] [-q]\n"
-		"  methods: upcall,proc-read,proc-epoll,uio-read  scenarios: idle,foreign,owner\n"
+		"  methods: upcall,upcall-msi,proc-read,proc-epoll,uio-read  scenarios: idle,foreign,owner\n"
 		"  -q: no CDF lines; -S: the raiser sleeps SLEEP_US between its checks\n"
 		"  for the handler (for ICOUNT, where a spinning vCPU delays the other's)\n");
 	exit(2);
@@ -964,8 +1022,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	char path[64], buf[16];
-	int opt, ret, fd, failed = 0, ncpus, m, s;
+	int opt, ret, failed = 0, ncpus, m, s;
 	double hz2;
 
 	if (argc == 3 && !strcmp(argv[1], "--spin"))
@@ -1027,14 +1084,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", e.irq);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	snprintf(buf, sizeof(buf), "%d\n", irq_cpu);
-	if (fd < 0 || write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf)) {
-		fprintf(stderr, "uli-bench: %s: %s\n", path, strerror(errno));
+	ret = set_irq_cpu(e.irq);
+	if (ret) {
+		fprintf(stderr, "uli-bench: irq %d affinity: %s\n", e.irq, strerror(-ret));
 		return 1;
 	}
-	close(fd);
 
 	if (pin(raise_cpu)) {
 		perror("uli-bench: sched_setaffinity");

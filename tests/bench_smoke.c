@@ -17,7 +17,9 @@
 
 #define BENCH	"/bin/uli-bench"
 
-static const char *const methods[] = { "upcall", "proc-read", "proc-epoll", "uio-read" };
+static const char *const methods[] = {
+	"upcall", "upcall-msi", "proc-read", "proc-epoll", "uio-read",
+};
 static const char *const scens[] = { "idle", "foreign", "owner" };
 static const char *const spans[] = {
 	"raise-to-handler", "hardirq-to-handler", "round-trip", "round-trip-xcpu",
@@ -131,9 +133,13 @@ int main(void)
 			fails++;
 		}
 	}
-	if (row_samples("upcall-own", "owner", "own-total") < 1) {
-		FAILED("no own-cost samples\n");
-		fails++;
+	for (i = 0; i < 2; i++) {
+		const char *own = i ? "upcall-msi-own" : "upcall-own";
+
+		if (row_samples(own, "owner", "own-total") < 1) {
+			FAILED("no %s samples\n", own);
+			fails++;
+		}
 	}
 	if (!line_with(out, "TSC ") || !line_with(out, "NULL getppid ")) {
 		FAILED("no TSC or null-syscall line\n");
