@@ -5,7 +5,15 @@
  * it runs on is otherwise idle.  An MSI raised during its handler used to
  * wait for some later interrupt return on that CPU: a timer tick (~4 ms)
  * when busy, any interrupt at all when idle; 1,000 re-raises took seconds.
+ *
+ * And an MSI moved to another CPU while its handler runs is not handled
+ * there at the same time: the other CPU used to run the same handler, on
+ * the same stack, beside it (and teardown's wait for the running handler
+ * could end while one still ran).
  */
+#include <fcntl.h>
+#include <stdatomic.h>
+
 #include "kselftest_harness.h"
 #include "uli_util.h"
 
@@ -94,6 +102,113 @@ TEST_F_TIMEOUT(rr, chain_on_idle_cpu, 120)
 	 */
 	EXPECT_GT(2000, ms);
 	EXPECT_EQ(0, edu_status(&e));
+}
+
+static atomic_int inside, overlaps, calls;
+static volatile int hold, entered;
+static volatile int call_cpu[8];
+
+static int this_cpu(void)
+{
+	unsigned int aux;
+
+	__builtin_ia32_rdtscp(&aux);	/* TSC_AUX: the CPU number */
+	return aux & 0xfff;
+}
+
+static void hold_handler(void *arg)
+{
+	uint64_t t0 = uu_rdtsc(), limit = (uint64_t)(uintptr_t)arg;
+	int i;
+
+	if (atomic_fetch_add(&inside, 1))
+		atomic_fetch_add(&overlaps, 1);
+	edu_ack(&e, edu_status(&e));
+	/* The first call holds its CPU until told, within its budget. */
+	i = atomic_fetch_add(&calls, 1);
+	if (i < 8)
+		call_cpu[i] = this_cpu();
+	if (i == 0) {
+		entered = 1;
+		while (hold && uu_rdtsc() - t0 < limit)
+			;
+	}
+	atomic_fetch_sub(&inside, 1);
+}
+
+static int set_affinity(int irq, int cpu)
+{
+	char path[64], buf[16];
+	int fd, n, ret = -1;
+
+	snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", irq);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf), "%d\n", cpu);
+	if (write(fd, buf, n) == n)
+		ret = 0;
+	close(fd);
+	return ret;
+}
+
+/*
+ * MSI only: an INTx device stays masked while its handler runs.  Move the
+ * vector from CPU A to B and raise: that interrupt still lands on A (x86
+ * moves an MSI at its next interrupt) and its handler holds A.  Two more
+ * raises land on B meanwhile.  They must wait for A's call to end, and,
+ * queued as one upcall, give one call on B.
+ */
+TEST(msi_moved_during_handler)
+{
+	uint64_t ms = uu_tsc_per_ms();
+	struct uli_stats st;
+	int irq, a, b, i;
+	void *uli;
+
+	if (uu_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs");
+	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
+	edu_ack(&e, ~0u);
+	uli = ULI_register_pci(e.bdf, hold_handler, (void *)(uintptr_t)(200 * ms),
+			       0, NULL, 0, ULI_MSI);
+	if (!uli && errno == EOPNOTSUPP && getenv("ULI_MODE"))
+		SKIP(return, "the proc method has no MSI");
+	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	irq = uu_uli_irq(uli, &e);
+	ASSERT_LE(0, irq);
+	a = uu_irq_cpu(irq);
+	b = (a + 1) % uu_ncpus();
+	ASSERT_EQ(0, uu_pin(b));
+
+	hold = 1;
+	ASSERT_EQ(0, set_affinity(irq, b));
+	edu_raise(&e, 1);
+	for (i = 0; !entered && i < 2000; i++)
+		usleep(1000);
+	ASSERT_TRUE(entered);
+	edu_raise(&e, 1);
+	usleep(2000);
+	edu_raise(&e, 1);
+	usleep(20000);
+	hold = 0;
+	for (i = 0; atomic_load(&calls) < 3 && i < 2000; i++)
+		usleep(1000);
+	ASSERT_EQ(0, ULI_get_stats(uli, &st));
+	TH_LOG("irq %d moved from CPU %d to %d (now %d): %d calls (CPUs %d %d %d), %d overlapping, %llu interrupts",
+	       irq, a, b, uu_irq_cpu(irq), atomic_load(&calls), call_cpu[0], call_cpu[1],
+	       call_cpu[2], atomic_load(&overlaps), (unsigned long long)st.interrupts);
+	ASSERT_EQ(a, call_cpu[0]) TH_LOG("not arranged: the first call ran on CPU %d", call_cpu[0]);
+	EXPECT_EQ(0, atomic_load(&overlaps));
+	EXPECT_EQ(2, atomic_load(&calls));
+	EXPECT_EQ(b, call_cpu[1]);
+	EXPECT_EQ(3, st.interrupts);
+	EXPECT_LE(1, st.deferred);
+	EXPECT_EQ(0, edu_status(&e));
+	EXPECT_EQ(0, st.aborted_fault + st.aborted_timeout);
+	EXPECT_EQ(0, ULI_destroy(uli));
+	edu_close(&e);
 }
 
 TEST_HARNESS_MAIN
