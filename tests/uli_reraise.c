@@ -11,7 +11,6 @@
  * the same stack, beside it (and teardown's wait for the running handler
  * could end while one still ran).
  */
-#include <fcntl.h>
 #include <stdatomic.h>
 
 #include "kselftest_harness.h"
@@ -136,22 +135,6 @@ static void hold_handler(void *arg)
 	atomic_fetch_sub(&inside, 1);
 }
 
-static int set_affinity(int irq, int cpu)
-{
-	char path[64], buf[16];
-	int fd, n, ret = -1;
-
-	snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", irq);
-	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return -1;
-	n = snprintf(buf, sizeof(buf), "%d\n", cpu);
-	if (write(fd, buf, n) == n)
-		ret = 0;
-	close(fd);
-	return ret;
-}
-
 /*
  * MSI only: an INTx device stays masked while its handler runs.  Move the
  * vector from CPU A to B and raise: that interrupt still lands on A (x86
@@ -183,7 +166,7 @@ TEST(msi_moved_during_handler)
 	ASSERT_EQ(0, uu_pin(b));
 
 	hold = 1;
-	ASSERT_EQ(0, set_affinity(irq, b));
+	ASSERT_EQ(0, uu_set_irq_cpu(irq, b));
 	edu_raise(&e, 1);
 	for (i = 0; !entered && i < 2000; i++)
 		usleep(1000);

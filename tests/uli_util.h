@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -73,6 +74,23 @@ static inline int uu_irq_cpu(int irq)
 		fclose(f);
 	}
 	return cpu;
+}
+
+/* Have an interrupt delivered to cpu: 0, or -1. */
+static inline int uu_set_irq_cpu(int irq, int cpu)
+{
+	char path[64], buf[16];
+	int fd, n, ret = -1;
+
+	snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", irq);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	n = snprintf(buf, sizeof(buf), "%d\n", cpu);
+	if (write(fd, buf, n) == n)
+		ret = 0;
+	close(fd);
+	return ret;
 }
 
 /* The line of a registration: ULI_irq(), or for MSI the device's vector. */
