@@ -17,6 +17,15 @@ static volatile uint64_t handled;
 static volatile uint32_t seen_status;	/* the status the last call found */
 static volatile uint64_t spin_cycles;	/* the handler spins this long */
 static volatile int in_handler;
+static volatile int handler_cpu;	/* the CPU of the last call */
+
+static int this_cpu(void)
+{
+	unsigned int aux;
+
+	__builtin_ia32_rdtscp(&aux);	/* TSC_AUX: the CPU number */
+	return aux & 0xfff;
+}
 
 static void handler(void *arg)
 {
@@ -25,6 +34,7 @@ static void handler(void *arg)
 
 	(void)arg;
 	in_handler = 1;
+	handler_cpu = this_cpu();
 	seen_status = st;
 	edu_ack(&e, st);
 	if (spin_cycles)
@@ -136,7 +146,7 @@ TEST_F(blk, unblock_nothing_pending)
 TEST_F_TIMEOUT(blk, waits_for_running_handler, 120)
 {
 	uint64_t per_ms = uu_tsc_per_ms();
-	int irq, target, i;
+	int irq, target, i, tries;
 
 	if (uu_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs");
@@ -151,22 +161,41 @@ TEST_F_TIMEOUT(blk, waits_for_running_handler, 120)
 	ASSERT_EQ(0, ULI_destroy(self->uli));
 	self->uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, variant->flags);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	/*
+	 * A new MSI vector may be on the other CPU: move it back.  x86
+	 * moves an interrupt at its next one, so have one first.
+	 */
+	irq = uu_uli_irq(self->uli, &e);
+	ASSERT_EQ(0, uu_set_irq_cpu(irq, target));
 	ASSERT_EQ(0, uu_pin((target + 1) % uu_ncpus()));
+	ASSERT_TRUE(cycle(1));
+	handled = 0;
 	ASSERT_EQ(0, ULI_set_budget(self->uli, 2000000000ull));
 	spin_cycles = 30 * per_ms;
-	for (i = 0; i < 5; i++) {
+	/*
+	 * Five times caught running.  On a loaded host our vCPU can miss a
+	 * whole 30 ms call; such a try proves nothing and is not counted.
+	 */
+	for (i = 0, tries = 0; i < 5 && tries < 50; tries++) {
+		uint64_t before = handled;
+
 		in_handler = 0;
 		edu_raise(&e, 1);
-		while (!in_handler && handled == (uint64_t)i)
+		while (!in_handler && handled == before)
 			;
-		ASSERT_EQ(i, handled) TH_LOG("irq %d ran on our CPU, not on CPU %d", irq, target);
+		if (!in_handler) {
+			ASSERT_EQ(target, handler_cpu) TH_LOG("irq %d ran on our CPU", irq);
+			continue;
+		}
 		ULI_block_intr(self->uli);
 		EXPECT_EQ(0, in_handler);	/* it finished first */
-		EXPECT_EQ(i + 1, handled);
+		EXPECT_EQ(before + 1, handled);
 		ULI_unblock_intr(self->uli);
+		i++;
 	}
+	EXPECT_EQ(5, i) TH_LOG("caught the handler running %d times in %d tries", i, tries);
 	spin_cycles = 0;
-	ASSERT_TRUE(cycle(6));
+	ASSERT_TRUE(cycle(handled + 1));
 }
 
 static volatile int stop_raising;
