@@ -483,3 +483,12 @@ uint64_t ULI_hardirq_cycles(void *uli)
 		return u->shared ? ((const volatile struct uli_page *)u->shared)->hardirq_tsc : 0;
 	return u->cycles;
 }
+
+uint64_t ULI_upcall_cycles(void *uli)
+{
+	struct uli *u = uli;
+
+	if (!u || u->mode != ULI_METHOD_UPCALL || !u->shared)
+		return 0;
+	return ((const volatile struct uli_page *)u->shared)->upcall_tsc;
+}

@@ -74,6 +74,12 @@ int ULI_irq(void *uli);
  * 0 when the kernel did not say.  For latency measurement.
  */
 uint64_t ULI_hardirq_cycles(void *uli);
+/*
+ * The cycle counter the kernel read when it began the upcall now running,
+ * just after taking it off its queue: an interrupt whose hard handler
+ * came later asks for another call.  0 in proc mode.
+ */
+uint64_t ULI_upcall_cycles(void *uli);
 
 #ifdef __cplusplus
 }
