@@ -139,7 +139,7 @@ $(BUILD)/lib/%.o: libuli/%.c $(wildcard libuli/*.h) $(HDR)/.stamp
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/lib/%.o: asm/%.asm
+$(BUILD)/lib/%.o: asm/%.asm | $(BUILD)/.deps
 	@mkdir -p $(@D)
 	@echo "  NASM    $<"
 	$(Q)nasm -f elf64 -o $@ $<
