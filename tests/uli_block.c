@@ -230,6 +230,9 @@ TEST_F_TIMEOUT(blk, storm, 600)
 	raised = 0;
 	ASSERT_EQ(0, uu_pin(0));
 	ASSERT_EQ(0, pthread_create(&thr, NULL, raiser, (void *)(long)cpu));
+	/* At small counts the pairs could all be over before it raised. */
+	while (!raised)
+		usleep(100);
 	for (i = 0; i < n; i++) {
 		ULI_block_intr(self->uli);
 		if (i % 3 == 0)

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uli_invariants - a handler borrows a CPU whose settings belong to the
+ * task it interrupted.  A neighbour process on that CPU, acting as any
+ * process may, must neither narrow nor widen what the owner's handler
+ * can do, and the handler must not change the neighbour's settings:
+ *
+ *  - PR_SET_TSC: the neighbour turns RDTSC off for itself; the handler
+ *    still reads the TSC, and the neighbour's own RDTSC still faults;
+ *  - protection keys: the neighbour's PKRU is not the handler's, and the
+ *    handler's WRPKRU does not become the neighbour's;
+ *  - ioperm(): the neighbour's I/O ports are not the handler's;
+ *  - the TLB: a CPU idling lazily in the owner's mm misses the flush of
+ *    a page the owner unmaps; the handler there must not reach it;
+ *  - fpregs_lock(): signal delivery and sigreturn move the neighbour's
+ *    FPU state with softirqs off and interrupts on; a handler borrowing
+ *    the CPU there must not mix its registers into that state.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <sys/io.h>
+#include <sys/mman.h>
+
+#include "kselftest_harness.h"
+#include "uli_util.h"
+
+#define N_RAISES	uu_test_n(20)
+
+static struct edu e;
+static volatile uint64_t handled;
+
+struct shared {
+	volatile uint64_t ready;
+	volatile uint64_t iterations;
+	volatile uint64_t bad;
+	volatile uint64_t result;
+};
+
+static struct shared *sh;
+
+static inline uint32_t rdpkru(void)
+{
+	uint32_t eax, edx;
+
+	__asm__ volatile ("rdpkru" : "=a" (eax), "=d" (edx) : "c" (0));
+	return eax;
+}
+
+static inline void wrpkru(uint32_t v)
+{
+	__asm__ volatile ("wrpkru" : : "a" (v), "c" (0), "d" (0) : "memory");
+}
+
+static bool cpu_has(const char *flag)
+{
+	char line[4096];
+	bool found = false;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "flags", 5)) {
+			char *p = strstr(line, flag);
+
+			found = p && (p[strlen(flag)] == ' ' || p[strlen(flag)] == '\n');
+		}
+	fclose(f);
+	return found;
+}
+
+/* --- Handlers ------------------------------------------------------------ */
+
+enum what { TSC, PKRU, PORT, READ_PAGE, CLOBBER_FPU };
+static volatile enum what what;
+static volatile uint64_t tsc_seen;
+static volatile uint32_t pkru_seen;
+static volatile uint32_t *volatile page;
+static volatile uint32_t page_seen;
+
+static void handler(void *arg)
+{
+	(void)arg;
+	edu_ack(&e, edu_status(&e));
+	/* Counted first: some of these end in a fault. */
+	handled++;
+	switch (what) {
+	case TSC:
+		tsc_seen = uu_rdtsc();
+		break;
+	case PKRU:
+		pkru_seen = rdpkru();
+		wrpkru(0);
+		break;
+	case PORT:
+		outb(0, 0x80);		/* faults unless ports were lent */
+		break;
+	case READ_PAGE:
+		page_seen = *page;
+		break;
+	case CLOBBER_FPU:
+		__asm__ volatile ("pcmpeqd %%xmm0, %%xmm0\n\t movdqa %%xmm0, %%xmm1\n\t"
+				  "movdqa %%xmm0, %%xmm2\n\t movdqa %%xmm0, %%xmm3"
+				  : : : "xmm0", "xmm1", "xmm2", "xmm3");
+		break;
+	}
+}
+
+/* Register on edu@5, the line on the other CPU than this one. */
+static void *setup(struct __test_metadata *_metadata, int *cpu)
+{
+	void *uli;
+	int irq;
+
+	if (uu_ncpus() < 2)
+		SKIP(return NULL, "needs a second CPU for the neighbour");
+	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C)) return NULL;
+	edu_ack(&e, ~0u);
+	handled = 0;
+	uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
+	ASSERT_NE(NULL, uli) return NULL;
+	if (strcmp(ULI_mode(uli), "upcall")) {
+		ULI_destroy(uli);
+		SKIP(return NULL, "a property of the upcall");
+	}
+	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull)) return NULL;
+	irq = ULI_irq(uli);
+	*cpu = 1;
+	ASSERT_EQ(0, uu_set_irq_cpu(irq, *cpu)) return NULL;
+	ASSERT_EQ(0, uu_pin(0)) return NULL;
+	sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, sh) return NULL;
+	memset((void *)sh, 0, sizeof(*sh));
+	return uli;
+}
+
+/* Raise n times, each handled before the next. */
+static uint64_t raise_n(uint64_t n)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++) {
+		edu_raise(&e, 1);
+		if (!uu_wait_count(&handled, handled + 1, 2000))
+			break;
+	}
+	return i;
+}
+
+static void wait_ready(void)
+{
+	while (!sh->ready)
+		usleep(1000);
+	usleep(20000);
+}
+
+/* --- PR_SET_TSC ---------------------------------------------------------- */
+
+static sigjmp_buf jb;
+
+static void on_segv(int sig)
+{
+	(void)sig;
+	siglongjmp(jb, 1);
+}
+
+/* Turns its own TSC off, spins, and at the end checks it is still off. */
+static void tsc_neighbour(void)
+{
+	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0))
+		_exit(2);
+	sh->ready = 1;
+	while (!sh->result)
+		sh->iterations++;
+	signal(SIGSEGV, on_segv);
+	if (sigsetjmp(jb, 1) == 0) {
+		uu_rdtsc();
+		sh->bad = 1;		/* RDTSC worked: TSD lost */
+	}
+	_exit(0);
+}
+
+TEST(tsc_off_in_neighbour)
+{
+	struct uli_stats st;
+	uint64_t n = N_RAISES;
+	int cpu, status;
+	pid_t pid;
+	void *uli = setup(_metadata, &cpu);
+
+	if (!uli)
+		return;
+	what = TSC;
+	pid = uu_spawn(cpu, tsc_neighbour);
+	wait_ready();
+	EXPECT_EQ(n, raise_n(n));
+	ASSERT_EQ(0, ULI_get_stats(uli, &st));
+	sh->result = 1;
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
+	EXPECT_EQ(0, st.aborted_illegal + st.aborted_fault);
+	EXPECT_NE(0, tsc_seen);
+	EXPECT_LT(n / 2, st.ctx_other) TH_LOG("only %llu of %llu upcalls interrupted the neighbour",
+					      (unsigned long long)st.ctx_other,
+					      (unsigned long long)n);
+	EXPECT_EQ(0, sh->bad) TH_LOG("the neighbour's RDTSC works after the upcalls");
+	ULI_destroy(uli);
+}
+
+/* --- Protection keys ----------------------------------------------------- */
+
+#define NEIGHBOUR_PKRU	0x5555555cu
+
+static void pkru_neighbour(void)
+{
+	wrpkru(NEIGHBOUR_PKRU);
+	sh->ready = 1;
+	while (!sh->result) {
+		if (rdpkru() != NEIGHBOUR_PKRU) {
+			sh->bad = rdpkru() | 1ull << 32;
+			break;
+		}
+		sh->iterations++;
+	}
+	_exit(0);
+}
+
+TEST(pkru_of_neighbour)
+{
+	struct uli_stats st;
+	uint64_t n = N_RAISES;
+	uint32_t own;
+	int cpu;
+	pid_t pid;
+	void *uli;
+
+	if (!cpu_has("ospke"))
+		SKIP(return, "no protection keys (ospke) in this guest");
+	uli = setup(_metadata, &cpu);
+	if (!uli)
+		return;
+	own = rdpkru();
+	what = PKRU;
+	pid = uu_spawn(cpu, pkru_neighbour);
+	wait_ready();
+	EXPECT_EQ(n, raise_n(n));
+	ASSERT_EQ(0, ULI_get_stats(uli, &st));
+	sh->result = 1;
+	waitpid(pid, NULL, 0);
+	EXPECT_EQ(0, sh->bad) TH_LOG("the neighbour's PKRU became %#llx",
+				     (unsigned long long)(sh->bad & 0xffffffff));
+	/* The handler runs with the init value, which is the owner's here. */
+	EXPECT_EQ(own, pkru_seen);
+	EXPECT_NE(NEIGHBOUR_PKRU, pkru_seen);
+	EXPECT_LT(n / 2, st.ctx_other);
+	EXPECT_EQ(0, st.aborted_illegal + st.aborted_fault);
+	ULI_destroy(uli);
+}
+
+/* --- ioperm() ------------------------------------------------------------ */
+
+static void ioperm_neighbour(void)
+{
+	if (ioperm(0x80, 1, 1))
+		_exit(2);
+	sh->ready = 1;
+	while (!sh->result)
+		sh->iterations++;
+	_exit(0);
+}
+
+TEST(ioperm_of_neighbour)
+{
+	struct uli_stats st;
+	uint64_t n = N_RAISES / 10 + 1;
+	int cpu;
+	pid_t pid;
+	void *uli = setup(_metadata, &cpu);
+
+	if (!uli)
+		return;
+	/* Each call faults: the owner is told with SIGSEGV, and goes on. */
+	signal(SIGSEGV, SIG_IGN);
+	what = PORT;
+	pid = uu_spawn(cpu, ioperm_neighbour);
+	wait_ready();
+	/* A faulting handler acknowledged first: each raise is one call. */
+	EXPECT_EQ(n, raise_n(n));
+	ASSERT_EQ(0, ULI_get_stats(uli, &st));
+	sh->result = 1;
+	waitpid(pid, NULL, 0);
+	EXPECT_LT(n / 2, st.ctx_other);
+	EXPECT_EQ(st.calls, st.aborted_fault) TH_LOG("%llu of %llu calls reached port 0x80",
+		(unsigned long long)(st.calls - st.aborted_fault),
+		(unsigned long long)st.calls);
+	ULI_destroy(uli);
+}
+
+/* --- Lazy TLB ------------------------------------------------------------ */
+
+static volatile int sleeper_state;
+
+/* On the line's CPU: touch the page, then sleep, leaving it idle lazily. */
+static void *toucher(void *arg)
+{
+	uu_pin(*(int *)arg);
+	(void)*page;
+	sleeper_state = 1;
+	while (sleeper_state != 2)
+		usleep(1000);
+	return NULL;
+}
+
+TEST(lazy_cpu_sees_unmap)
+{
+	struct uli_stats st0, st1;
+	pthread_t thr;
+	int cpu;
+	void *uli = setup(_metadata, &cpu);
+
+	if (!uli)
+		return;
+	signal(SIGSEGV, SIG_IGN);
+	what = READ_PAGE;
+	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, page);
+	*page = 0x1234;
+	/* The handler reads it on the idle CPU: its TLB holds the page. */
+	EXPECT_EQ(1, raise_n(1));
+	EXPECT_EQ(0x1234, page_seen);
+
+	/* A thread of the owner runs there last, then the CPU idles lazily. */
+	ASSERT_EQ(0, pthread_create(&thr, NULL, toucher, &cpu));
+	while (!sleeper_state)
+		usleep(1000);
+	usleep(20000);
+	ASSERT_EQ(0, ULI_get_stats(uli, &st0));
+	munmap((void *)page, 4096);
+	page_seen = 0;
+	EXPECT_EQ(1, raise_n(1));
+	ASSERT_EQ(0, ULI_get_stats(uli, &st1));
+	EXPECT_EQ(st0.aborted_fault + 1, st1.aborted_fault)
+		TH_LOG("the handler read %#x through a stale translation", page_seen);
+	sleeper_state = 2;
+	pthread_join(thr, NULL);
+	ULI_destroy(uli);
+}
+
+/* --- fpregs_lock() sections: signals ------------------------------------- */
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	/* The handler's own pattern; sigreturn puts the interrupted one back. */
+	__asm__ volatile ("pxor %%xmm0, %%xmm0\n\t pxor %%xmm1, %%xmm1" : : : "xmm0", "xmm1");
+}
+
+/* Known XMM registers across a stream of signals. */
+static void signal_neighbour(void)
+{
+	static const uint32_t pat[4] __attribute__((aligned(16))) = {
+		0x5a5a0011, 0x5a5a0022, 0x5a5a0033, 0x5a5a0044,
+	};
+	uint32_t out[4] __attribute__((aligned(16)));
+
+	signal(SIGUSR1, on_usr1);
+	sh->ready = 1;
+	while (!sh->result) {
+		__asm__ volatile ("movdqa %0, %%xmm0\n\t movdqa %%xmm0, %%xmm1"
+				  : : "m" (pat) : "xmm0", "xmm1");
+		raise(SIGUSR1);
+		__asm__ volatile ("movdqa %%xmm1, %0" : "=m" (out) : : "xmm1");
+		if (memcmp(out, pat, sizeof(out))) {
+			sh->bad = out[0] | (uint64_t)out[1] << 32;
+			break;
+		}
+		sh->iterations++;
+	}
+	_exit(0);
+}
+
+TEST(fpu_across_signals)
+{
+	struct uli_stats st;
+	uint64_t n = N_RAISES;
+	int cpu;
+	pid_t pid;
+	void *uli = setup(_metadata, &cpu);
+
+	if (!uli)
+		return;
+	what = CLOBBER_FPU;
+	pid = uu_spawn(cpu, signal_neighbour);
+	wait_ready();
+	EXPECT_EQ(n, raise_n(n));
+	ASSERT_EQ(0, ULI_get_stats(uli, &st));
+	sh->result = 1;
+	waitpid(pid, NULL, 0);
+	EXPECT_EQ(0, sh->bad) TH_LOG("the neighbour's xmm1 became %#llx after %llu signals",
+				     (unsigned long long)sh->bad,
+				     (unsigned long long)sh->iterations);
+	EXPECT_LT(0, sh->iterations);
+	TH_LOG("%llu upcalls, %llu deferred, %llu signals in the neighbour",
+	       (unsigned long long)st.calls, (unsigned long long)st.deferred,
+	       (unsigned long long)sh->iterations);
+	ULI_destroy(uli);
+}
+
+TEST_HARNESS_MAIN
