@@ -5,7 +5,9 @@
 ; The kernel enters here with all general registers zero but %rdi, which
 ; points at the registration's struct __uli_tramp (see uli_internal.h),
 ; %rsp at the top of the handler's stack (16-byte aligned), the FS base
-; of the registering thread, a clean FPU state and only IF set in RFLAGS.
+; libuli gave at registration (the TCB of the handler's own TLS block,
+; libuli/image.c), a clean FPU state and only IF set in RFLAGS.  The
+; struct, the stack and the TLS block are pinned: they cannot fault.
 ; We call func(arg) like any C function, then enter the restore device:
 ; ioctl(fd, ULI_IOC_RETURN), which never returns here.
 

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * uli.c - registration, semaphores and blocking for both delivery methods.
+ * uli.c - registration, semaphores, blocking and pinning for both
+ * delivery methods.
  *
  * The proc method: a SCHED_FIFO thread, running on the handler's stack,
  * blocks in read() on /proc/irq/N/irq and calls the handler for each batch
  * of interrupts.  A blocked registration stops reading the line (the
  * device stays quiet, masked by the kernel) until ULI_unblock_intr().
+ * The handler has its thread's TLS, its own.  A fork child inherits no
+ * registration: its copy of the file is closed at the fork (else it would
+ * keep the line claimed after the owner's end), and its copy of the handle
+ * is inert.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +24,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/capability.h>
 #include <linux/futex.h>
 #include <linux/irq_user.h>
 #include <linux/uli.h>
@@ -65,6 +72,10 @@ int ULI_sleep(void *uli, int sema)
 		return -1;
 	if (u->mode == ULI_METHOD_UPCALL)
 		return __uli_upcall_sleep(u, sema);
+	if (u->inherited) {
+		errno = ENODEV;
+		return -1;
+	}
 	/* As the kernel's semaphore: 0 with one post taken, or EINTR. */
 	c = &u->semas[sema];
 	for (;;) {
@@ -81,11 +92,15 @@ int ULI_wakeup(void *uli, int sema)
 {
 	struct uli *u = uli;
 
-	/* The kernel checks the number: a handler must not write errno. */
+	/* The kernel checks the number. */
 	if (u && u->mode == ULI_METHOD_UPCALL)
 		return __uli_upcall_wakeup(u, sema);
 	if (__uli_sema_check(u, sema))
 		return -1;
+	if (u->inherited) {
+		errno = ENODEV;
+		return -1;
+	}
 	atomic_fetch_add(&u->semas[sema], 1);
 	__uli_futex(&u->semas[sema], FUTEX_WAKE, 1);
 	return 0;
@@ -151,6 +166,68 @@ static void *__uli_proc_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * The proc registrations of this process, for fork(): a child's copy of
+ * the /proc file would keep the line claimed after the owner ended the
+ * registration (the kernel lets go of it at the file's last close), and
+ * its thread is not in the child.
+ */
+static pthread_mutex_t __uli_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uli *__uli_proc_list;
+static pthread_once_t __uli_atfork_once = PTHREAD_ONCE_INIT;
+
+static void __uli_fork_prepare(void)
+{
+	pthread_mutex_lock(&__uli_list_lock);
+}
+
+static void __uli_fork_parent(void)
+{
+	pthread_mutex_unlock(&__uli_list_lock);
+}
+
+static void __uli_fork_child(void)
+{
+	struct uli *u;
+
+	for (u = __uli_proc_list; u; u = u->next) {
+		u->inherited = true;
+		u->thread_started = false;
+		if (u->fd >= 0)
+			close(u->fd);
+		u->fd = -1;
+	}
+	pthread_mutex_unlock(&__uli_list_lock);
+}
+
+static void __uli_atfork_init(void)
+{
+	pthread_atfork(__uli_fork_prepare, __uli_fork_parent, __uli_fork_child);
+}
+
+static void __uli_list_add(struct uli *u)
+{
+	pthread_once(&__uli_atfork_once, __uli_atfork_init);
+	pthread_mutex_lock(&__uli_list_lock);
+	u->next = __uli_proc_list;
+	__uli_proc_list = u;
+	pthread_mutex_unlock(&__uli_list_lock);
+}
+
+static void __uli_list_del(struct uli *u)
+{
+	struct uli **pp;
+
+	pthread_mutex_lock(&__uli_list_lock);
+	for (pp = &__uli_proc_list; *pp; pp = &(*pp)->next) {
+		if (*pp == u) {
+			*pp = u->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&__uli_list_lock);
+}
+
 static int __uli_proc_start(struct uli *u, const struct irq_user_dev *dev)
 {
 	struct sched_param sp = { .sched_priority = sched_get_priority_max(SCHED_FIFO) - 10 };
@@ -160,6 +237,8 @@ static int __uli_proc_start(struct uli *u, const struct irq_user_dev *dev)
 	int ret;
 
 	snprintf(path, sizeof(path), "/proc/irq/%d/irq", u->irq);
+	/* Listed first: a fork from now on closes the child's copy. */
+	__uli_list_add(u);
 	u->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (u->fd < 0)
 		return -errno;
@@ -195,6 +274,7 @@ static int __uli_proc_start(struct uli *u, const struct irq_user_dev *dev)
 
 static void __uli_proc_stop(struct uli *u)
 {
+	__uli_list_del(u);
 	if (u->thread_started) {
 		atomic_store(&u->stop, 1);
 		pthread_cancel(u->thread);	/* acts in read() only */
@@ -224,16 +304,61 @@ static void __uli_free(struct uli *u)
 {
 	if (u->own_stack && u->stack)
 		munmap(u->stack, u->stacksize);
+	__uli_tls_destroy(u);
 	free(u->semas);
-	free(u);
+	munmap(u, u->size);
+}
+
+/* CAP_IPC_LOCK in the effective set. */
+static bool __uli_cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return false;
+	return d[CAP_TO_INDEX(CAP_IPC_LOCK)].effective & CAP_TO_MASK(CAP_IPC_LOCK);
+}
+
+/*
+ * Keep resident what the handler touches but cannot be pinned (pins are
+ * writable): its code and read-only data, and whatever else it reads.
+ * A help, not a guarantee: a failure here does not fail the
+ * registration.  What the handler is promised (its stack, the program's
+ * static data, its TLS block, what ULI_pin() covers) is pinned by the
+ * kernel, and charged to RLIMIT_MEMLOCK; a limit too low for that fails
+ * the registration there, with ENOMEM.  Locking everything now and in
+ * future (MCL_FUTURE) only where the limit cannot bite: with a finite
+ * one, MCL_FUTURE makes the program's later allocations (malloc, thread
+ * stacks) fail once its locked memory reaches the limit.  Over the
+ * limit, the executable's code and read-only data at least.
+ */
+static void __uli_lock_memory(void)
+{
+	struct __uli_range r[8];
+	struct rlimit rl;
+	int i, n;
+
+	if ((!getrlimit(RLIMIT_MEMLOCK, &rl) && rl.rlim_cur == RLIM_INFINITY) ||
+	    __uli_cap_ipc_lock()) {
+		if (!mlockall(MCL_CURRENT | MCL_FUTURE))
+			return;
+	} else if (!mlockall(MCL_CURRENT)) {
+		return;
+	}
+	n = __uli_exe_segments(ULI_SEG_READONLY, r, 8);
+	for (i = 0; i < n; i++)
+		mlock((void *)r[i].start, r[i].end - r[i].start);
 }
 
 static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
 			       void *stack, int stacksize)
 {
-	struct uli *u;
-	volatile char *p;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t size = (sizeof(struct uli) + page - 1) / page * page;
 	int method = __uli_method();
+	volatile char *p;
+	struct uli *u;
 
 	if (!func || nsemas < 0 || nsemas > ULI_MAX_SEMAS || stacksize < 0 ||
 	    (!stack) != (!stacksize) || method < 0 ||
@@ -241,9 +366,11 @@ static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
 		errno = EINVAL;
 		return NULL;
 	}
-	u = calloc(1, sizeof(*u));
-	if (!u)
+	/* Pages of its own, zero: the upcall method pins them. */
+	u = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (u == MAP_FAILED)
 		return NULL;
+	u->size = size;
 	u->mode = method;
 	u->func = func;
 	u->arg = arg;
@@ -267,18 +394,17 @@ static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
 	}
 	/*
 	 * Everything the handler touches must be resident: a fault in an
-	 * upcall aborts the handler.  Lock all, then write every stack page
-	 * (a read would map the shared zero page).
+	 * upcall aborts the handler.  Lock what the limit allows, then
+	 * write every stack page (a read would map the shared zero page;
+	 * the kernel pins the stack at registration).
 	 */
-	if (mlockall(MCL_CURRENT | MCL_FUTURE) && errno != EPERM)
-		goto fail;
+	__uli_lock_memory();
 	for (p = u->stack; p < (char *)u->stack + u->stacksize; p += 4096)
 		*p = 0;
 	return u;
 nomem:
-	errno = ENOMEM;
-fail:
 	__uli_free(u);
+	errno = ENOMEM;
 	return NULL;
 }
 
@@ -293,6 +419,8 @@ static void *__uli_start(struct uli *u, const struct irq_user_dev *dev, int flag
 	if (ret) {
 		if (u->mode == ULI_METHOD_PROC)
 			__uli_proc_stop(u);
+		else
+			__uli_upcall_stop(u);	/* ends a registration made */
 		__uli_free(u);
 		errno = -ret;
 		return NULL;
@@ -387,11 +515,38 @@ int ULI_destroy(void *uli)
 		errno = EINVAL;
 		return -1;
 	}
+	/* A fork child's copy: proc_stop finds no thread (see __uli_fork_child). */
 	if (u->mode == ULI_METHOD_PROC)
 		__uli_proc_stop(u);
 	else
 		__uli_upcall_stop(u);
 	__uli_free(u);
+	return 0;
+}
+
+/* --- Pinning ------------------------------------------------------------ */
+
+int ULI_pin(void *uli, void *addr, size_t len)
+{
+	struct uli *u = uli;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)addr, start, end;
+	int ret;
+
+	if (!u || !len || a + len < a || a + len > UINTPTR_MAX - page + 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	start = a & ~(page - 1);
+	end = (a + len + page - 1) & ~(page - 1);
+	/* A thread takes its page faults: resident is enough. */
+	if (u->mode == ULI_METHOD_PROC)
+		return mlock((void *)start, end - start);
+	ret = __uli_upcall_pin(u, start, end);
+	if (ret) {
+		errno = -ret;
+		return -1;
+	}
 	return 0;
 }
 
@@ -407,6 +562,8 @@ void ULI_block_intr(void *uli)
 		__uli_upcall_block(u, true);
 		return;
 	}
+	if (u->inherited)
+		return;
 	atomic_store(&u->blocked, 1);
 	while (atomic_load(&u->running))
 		sched_yield();
@@ -422,6 +579,8 @@ void ULI_unblock_intr(void *uli)
 		__uli_upcall_block(u, false);
 		return;
 	}
+	if (u->inherited)
+		return;
 	atomic_store(&u->blocked, 0);
 	/* The thread runs the collapsed call, if any. */
 	__uli_futex((atomic_uint *)&u->blocked, FUTEX_WAKE, 1);

@@ -3,8 +3,9 @@
  * uli.h - user-level interrupts for x86-64 Linux.
  *
  * Register a C function as the handler of an interrupt source; it runs in
- * user mode, in this process, on the stack given at registration, each
- * time the device interrupts.  The shapes follow IRIX uli(3).  See uli(3).
+ * user mode, in this process, on the stack given at registration and with
+ * thread-local storage of its own, each time the device interrupts.  The
+ * shapes follow IRIX uli(3).  See uli(3).
  *
  * Delivery methods, chosen at registration by the ULI_MODE environment
  * variable:
@@ -16,6 +17,7 @@
 #ifndef ULI_H
 #define ULI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -43,6 +45,15 @@ void ULI_unblock_intr(void *uli);
 int ULI_destroy(void *uli);
 
 /* Extensions. */
+
+/*
+ * Pin the pages covering [addr, addr + len) for the handler until the
+ * registration ends: present, writable, never migrated or shared
+ * copy-on-write with a fork child.  Charged to RLIMIT_MEMLOCK.  The
+ * program's static data, the handler's stack and TLS are pinned already.
+ * From the registering process only; not from the handler.  0 or -1.
+ */
+int ULI_pin(void *uli, void *addr, size_t len);
 
 /* Delivery statistics of one registration. */
 struct uli_stats {

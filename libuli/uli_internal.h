@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "uli.h"
 
@@ -27,7 +28,17 @@ struct __uli_tramp {
 
 void __uli_trampoline(void);
 
+/* A range of addresses, [start, end). */
+struct __uli_range {
+	uintptr_t start, end;
+};
+
+/*
+ * mmap()ed, not malloc()ed, page-aligned: the trampoline reads tramp, so
+ * the upcall method pins this structure's pages, and only them.
+ */
 struct uli {
+	size_t size;			/* of this mapping */
 	int mode;
 	uli_func_t func;
 	void *arg;
@@ -39,6 +50,8 @@ struct uli {
 	bool own_stack;
 
 	/* proc method */
+	struct uli *next;		/* on the list fork() looks at */
+	bool inherited;			/* a fork child's copy: inert */
 	int fd;				/* /proc/irq/N/irq */
 	pthread_t thread;
 	bool thread_started;
@@ -51,6 +64,9 @@ struct uli {
 	int ulifd;			/* /dev/uli */
 	struct __uli_tramp tramp;
 	const volatile void *shared;	/* struct uli_page, read-only */
+	void *tls;			/* the handler's TLS block (image.c) */
+	size_t tls_size;
+	uintptr_t fsbase;		/* its TCB, the handler's FS base */
 };
 
 int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags);
@@ -60,5 +76,13 @@ int __uli_upcall_wakeup(struct uli *u, int sema);
 void __uli_upcall_block(struct uli *u, bool block);
 int __uli_upcall_stats(struct uli *u, struct uli_stats *st);
 int __uli_upcall_budget(struct uli *u, uint64_t ns);
+int __uli_upcall_pin(struct uli *u, uintptr_t start, uintptr_t end);
+
+/* image.c: what libuli needs of the program's ELF image. */
+int __uli_tls_create(struct uli *u);
+void __uli_tls_destroy(struct uli *u);
+enum { ULI_SEG_WRITABLE, ULI_SEG_READONLY };
+int __uli_exe_segments(int which, struct __uli_range *r, int max);
+int __uli_merge_ranges(struct __uli_range *r, int n);
 
 #endif

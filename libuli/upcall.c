@@ -3,10 +3,17 @@
  * upcall.c - the direct upcall method, through /dev/uli.
  *
  * One open file per registration.  The kernel enters the trampoline
- * (asm/uli_trampoline.asm) with %rdi at u->tramp; the trampoline calls the
+ * (asm/uli_trampoline.asm) with %rdi at u->tramp and the FS base of the
+ * registration's own TLS block (image.c); the trampoline calls the
  * handler and ends the upcall with ioctl(fd, ULI_IOC_RETURN).  The same
  * ioctls serve the handler (intercepted by the kernel on the CPU it runs
- * on) and ordinary threads.
+ * on) and ordinary threads, of the owner or of another process holding
+ * the file (a fork child, one it was passed to).
+ *
+ * What the handler touches of the program's and of libuli's is pinned
+ * as soon as it is registered, because a handler that faults is aborted
+ * (the kernel pins the stack): the executable's writable segments, the
+ * TLS block and this registration's struct uli.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +26,11 @@
 
 #include "uli_internal.h"
 
-/* A system call that leaves errno alone: the handler may make it. */
+/*
+ * A system call through no C library code: the handler may make it (the
+ * kernel allows it ULI_IOC_WAKEUP and ULI_IOC_RETURN).  The caller sets
+ * errno; the handler's is its own, in its TLS block.
+ */
 static inline long __uli_ioctl(int fd, unsigned long cmd, unsigned long arg)
 {
 	long ret;
@@ -31,11 +42,53 @@ static inline long __uli_ioctl(int fd, unsigned long cmd, unsigned long arg)
 	return ret;
 }
 
+int __uli_upcall_pin(struct uli *u, uintptr_t start, uintptr_t end)
+{
+	struct uli_pin p = { .addr = start, .len = end - start };
+
+	return ioctl(u->ulifd, ULI_IOC_PIN, &p) ? -errno : 0;
+}
+
+/*
+ * Pin what the handler touches of the program's and ours, right after
+ * registering (the pins need the registration).  Until then it is all
+ * resident (written, and locked if the limit allows): an upcall in
+ * between finds it so.
+ */
+static int __uli_pin_own(struct uli *u)
+{
+	struct __uli_range r[ULI_MAX_PINS + 2];
+	int n, i, ret;
+
+	n = __uli_exe_segments(ULI_SEG_WRITABLE, r, ULI_MAX_PINS);
+	if (n < 0)
+		return n;
+	r[n++] = (struct __uli_range){ (uintptr_t)u->tls, (uintptr_t)u->tls + u->tls_size };
+	r[n++] = (struct __uli_range){ (uintptr_t)u, (uintptr_t)u + u->size };
+	n = __uli_merge_ranges(r, n);
+	if (n > ULI_MAX_PINS)
+		return -ENOSPC;
+	for (i = 0; i < n; i++) {
+		ret = __uli_upcall_pin(u, r[i].start, r[i].end);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * On failure the caller ends what was done with __uli_upcall_stop():
+ * closing the file ends a registration that succeeded.
+ */
 int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags)
 {
 	struct uli_register r;
 	void *page;
+	int ret;
 
+	ret = __uli_tls_create(u);
+	if (ret)
+		return ret;
 	u->ulifd = open("/dev/uli", O_RDWR | O_CLOEXEC);
 	if (u->ulifd < 0)
 		return errno == ENOENT ? -ENODEV : -errno;
@@ -58,9 +111,13 @@ int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags)
 	r.entry_arg = (unsigned long)&u->tramp;
 	r.stack = (unsigned long)u->stack;
 	r.stack_size = u->stacksize & ~15UL;
+	r.fsbase = u->fsbase;
 	r.nsemas = u->nsemas;
 	if (ioctl(u->ulifd, ULI_IOC_REGISTER, &r))
 		return -errno;
+	ret = __uli_pin_own(u);
+	if (ret)
+		return ret;
 
 	page = mmap(NULL, 4096, PROT_READ, MAP_SHARED, u->ulifd, 0);
 	if (page != MAP_FAILED)
@@ -68,12 +125,19 @@ int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags)
 	return 0;
 }
 
+/*
+ * The owner's close ends the registration: a handler still running is
+ * waited for, so the caller may then unmap its TLS block and stack.  In
+ * another process (a fork child) it only lets go of that one's copy.
+ */
 void __uli_upcall_stop(struct uli *u)
 {
 	if (u->shared)
 		munmap((void *)u->shared, 4096);
+	u->shared = NULL;
 	if (u->ulifd >= 0)
 		close(u->ulifd);
+	u->ulifd = -1;
 }
 
 int __uli_upcall_sleep(struct uli *u, int sema)
@@ -87,28 +151,19 @@ int __uli_upcall_sleep(struct uli *u, int sema)
 	return 0;
 }
 
-/* Running on the handler's stack: this is the handler. */
-static bool __uli_in_handler(const struct uli *u)
-{
-	const char *sp = __builtin_frame_address(0);
-
-	return sp >= (const char *)u->stack && sp < (const char *)u->stack + u->stacksize;
-}
-
+/*
+ * From the handler too: its errno is its own (the TLS block), no thread's,
+ * so it is set as anywhere else.
+ */
 int __uli_upcall_wakeup(struct uli *u, int sema)
 {
 	long ret = __uli_ioctl(u->ulifd, ULI_IOC_WAKEUP, (unsigned long)(long)sema);
 
-	if (!ret)
-		return 0;
-	/*
-	 * No errno from a handler: its FS base is the registering thread's,
-	 * so errno there is that thread's, which the handler interrupted
-	 * at any point.
-	 */
-	if (!__uli_in_handler(u))
+	if (ret < 0) {
 		errno = (int)-ret;
-	return -1;
+		return -1;
+	}
+	return 0;
 }
 
 void __uli_upcall_block(struct uli *u, bool block)

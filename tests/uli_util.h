@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,66 @@ static inline long uu_ctxt_switches(pid_t pid, pid_t tid)
 	}
 	fclose(f);
 	return total == 2 ? v : -1;
+}
+
+/* Does ULI_MODE select the direct upcall (unset, empty or "upcall")? */
+static inline bool uu_upcall_mode(void)
+{
+	const char *m = getenv("ULI_MODE");
+
+	return !m || !*m || !strcmp(m, "upcall");
+}
+
+/*
+ * This process's /dev/uli descriptor (the one of its registration, for
+ * the raw ioctls of <linux/uli.h>), or -1: none, or more than one.
+ */
+static inline int uu_uli_fd(void)
+{
+	char link[64];
+	struct dirent *d;
+	int fd = -1, n = 0;
+	DIR *dir = opendir("/proc/self/fd");
+	ssize_t len;
+
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		len = readlinkat(dirfd(dir), d->d_name, link, sizeof(link) - 1);
+		if (len <= 0)
+			continue;
+		link[len] = 0;
+		if (!strcmp(link, "/dev/uli")) {
+			fd = atoi(d->d_name);
+			n++;
+		}
+	}
+	closedir(dir);
+	return n == 1 ? fd : -1;
+}
+
+/* A "Key:   N kB" field of /proc/<pid>/status (0: self) in kB, or -1. */
+static inline long uu_status_kb(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	size_t len = strlen(key);
+	long v = -1;
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/status");
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, len) && line[len] == ':')
+			v = strtol(line + len + 1, NULL, 10);
+	fclose(f);
+	return v;
 }
 
 #endif
