@@ -8,6 +8,7 @@
 #   make test         run the tests in the guest, PTI on and PTI off
 #   make test-debug   the same tests on a lockdep/KASAN kernel
 #   make bench        latency benchmark in the guest: table, CSV, plot
+#   make fuzz         a long run of the ABI fuzzer (FUZZ_OPS operations)
 #   make install PREFIX=DIR   uli.h and libuli.a for outside programs
 #   make deps         install the Debian packages the build needs
 #
@@ -53,7 +54,7 @@ PROGS    := $(TESTS) $(EXAMPLES)
 all: kernel initramfs
 
 .PHONY: all deps kernel kernel-debug headers lib progs initramfs test \
-        test-debug demo bench install clean distclean
+        test-debug demo bench fuzz install clean distclean
 
 # --- Debian packages -----------------------------------------------------
 # A stamp, so that a built tree does not ask dpkg every time; `make deps`
@@ -195,6 +196,11 @@ demo: all
 # Results in build/bench/; BENCH_ARGS for qemu/bench, e.g. "--repeat 2".
 bench: all
 	$(Q)qemu/bench $(BENCH_ARGS)
+
+# tests/uli_fuzz: make test runs a short pass; this is the long one.
+FUZZ_OPS ?= 1000000
+fuzz: all
+	$(Q)TIMEOUT=$${TIMEOUT:-7200} qemu/run --exec '/bin/tests/uli_fuzz --ops $(FUZZ_OPS)'
 
 install: $(LIBULI)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib \
