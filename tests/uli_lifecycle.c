@@ -133,28 +133,6 @@ static int debugfs_regs(const pid_t *pids, int npids, int *of)
 	return n;
 }
 
-/* A /proc/meminfo value, after the page cache was dropped (as uli_teardown). */
-static long meminfo_kb(const char *key)
-{
-	char line[128];
-	long v = -1;
-	size_t len = strlen(key);
-	FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
-
-	if (f) {
-		fputs("3\n", f);
-		fclose(f);
-	}
-	f = fopen("/proc/meminfo", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, len) && line[len] == ':')
-			v = strtol(line + len + 1, NULL, 10);
-	fclose(f);
-	return v;
-}
-
 /* --- Raw registrations (memlock, pins, privilege) ----------------------- */
 
 static void raw_entry(void)
@@ -454,8 +432,8 @@ TEST_F_TIMEOUT(lc, exec_ends_registration, 1200)
 		if (code)
 			break;
 		if (i + 1 == warm) {
-			free0 = meminfo_kb("MemFree");
-			slab0 = meminfo_kb("Slab");
+			free0 = uu_meminfo_kb("MemFree");
+			slab0 = uu_meminfo_kb("Slab");
 		}
 	}
 	ASSERT_EQ(0, code) TH_LOG("rep %llu: code %d: %s", (unsigned long long)i, code, exec_why(code));
@@ -465,8 +443,8 @@ TEST_F_TIMEOUT(lc, exec_ends_registration, 1200)
 		EXPECT_EQ(0, of);
 		EXPECT_EQ(0, regs);
 	}
-	free1 = meminfo_kb("MemFree");
-	slab1 = meminfo_kb("Slab");
+	free1 = uu_meminfo_kb("MemFree");
+	slab1 = uu_meminfo_kb("Slab");
 	TH_LOG("%llu exec'd owners: MemFree %+ld kB, Slab %+ld kB",
 	       (unsigned long long)n, free1 - free0, slab1 - slab0);
 	/*
@@ -1215,24 +1193,12 @@ TEST_F(lc, ulipin)
 #define UIO_DRV		"/sys/bus/pci/drivers/uio_pci_generic"
 #define EDU_ID_STR	"1234 11e8"
 
-static int sysfs_write(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, strlen(s)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 static int set_override(const struct edu *d, const char *drv)
 {
 	char path[96];
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", d->bdf);
-	return sysfs_write(path, drv);
+	return uu_write_file(path, drv);
 }
 
 /* The driver a device is bound to ("" for none), in buf. */
@@ -1282,7 +1248,7 @@ FIXTURE_TEARDOWN(own)
 	the_uli = NULL;
 	irq_close(&self->pfd);
 	if (self->new_id)
-		sysfs_write(UIO_DRV "/remove_id", EDU_ID_STR);
+		uu_write_file(UIO_DRV "/remove_id", EDU_ID_STR);
 	edu_bind(&e, NULL);
 	edu_bind(&self->e8, NULL);
 	edu_bind(&self->e4, NULL);
@@ -1353,19 +1319,19 @@ TEST_F_TIMEOUT(own, one_owner_per_device, 300)
 	self->overrides = true;
 	ASSERT_EQ(0, set_override(&self->e4, "uli_lifecycle_none"));
 	ASSERT_EQ(0, set_override(&self->e8, "uli_lifecycle_none"));
-	ret = sysfs_write(UIO_DRV "/new_id", EDU_ID_STR);
+	ret = uu_write_file(UIO_DRV "/new_id", EDU_ID_STR);
 	ASSERT_TRUE(ret == 0 || ret == -EEXIST) TH_LOG("new_id: %s", strerror(-ret));
 	self->new_id = true;
 	EXPECT_STREQ("", bound_to(&e, drv, sizeof(drv)));
-	EXPECT_NE(0, sysfs_write(UIO_DRV "/bind", e.bdf));
-	sysfs_write("/sys/bus/pci/drivers_probe", e.bdf);
+	EXPECT_NE(0, uu_write_file(UIO_DRV "/bind", e.bdf));
+	uu_write_file("/sys/bus/pci/drivers_probe", e.bdf);
 	EXPECT_STREQ("", bound_to(&e, drv, sizeof(drv)));
 	EXPECT_EQ(1, raise_n(1));		/* and it is still ours */
 
 	/* Released: it binds. */
 	EXPECT_EQ(0, ULI_destroy(the_uli));
 	the_uli = NULL;
-	ret = sysfs_write(UIO_DRV "/bind", e.bdf);
+	ret = uu_write_file(UIO_DRV "/bind", e.bdf);
 	EXPECT_STREQ("uio_pci_generic", bound_to(&e, drv, sizeof(drv))) TH_LOG("bind: %s", strerror(-ret));
 }
 

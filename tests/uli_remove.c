@@ -26,50 +26,24 @@ static void handler(void *arg)
 	handled++;
 }
 
-static int write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, strlen(s)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 static int remove_device(const struct edu *d)
 {
 	char path[96];
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/remove", d->bdf);
-	return write_file(path, "1");
+	return uu_write_file(path, "1");
 }
 
 /* Rescan, then wait for the device to be back. */
 static int rescan(const struct edu *d)
 {
 	char path[96];
-	int i, ret = write_file("/sys/bus/pci/rescan", "1");
+	int i, ret = uu_write_file("/sys/bus/pci/rescan", "1");
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", d->bdf);
 	for (i = 0; i < 100 && access(path, F_OK); i++)
 		usleep(10000);
 	return ret ? ret : access(path, F_OK) ? -ENODEV : 0;
-}
-
-static int registrations(void)
-{
-	char line[512];
-	int n = -1;
-	FILE *f = fopen("/sys/kernel/debug/uli", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		n++;
-	fclose(f);
-	return n;
 }
 
 /* A thread sleeping on semaphore 0; its result in sleep_ret/sleep_err. */
@@ -140,7 +114,7 @@ static void removed_under(struct __test_metadata *_metadata, int flags)
 	errno = 0;
 	EXPECT_EQ(-1, ULI_wakeup(uli, 0));
 	EXPECT_EQ(ENODEV, errno);
-	EXPECT_EQ(0, registrations());
+	EXPECT_EQ(0, uu_registrations());
 	EXPECT_EQ(0, ULI_destroy(uli));
 
 	ASSERT_EQ(0, rescan(&e));
@@ -193,7 +167,7 @@ TEST(removed_in_storm)
 		ASSERT_TRUE(uu_wait_count(&handled, 50, 5000));
 		ASSERT_EQ(0, remove_device(&e)) TH_LOG("rep %d", rep);
 		edu_close(&e);
-		EXPECT_EQ(0, registrations());
+		EXPECT_EQ(0, uu_registrations());
 		EXPECT_EQ(0, ULI_destroy(uli));
 		ASSERT_EQ(0, rescan(&e)) TH_LOG("rep %d", rep);
 	}
@@ -223,10 +197,10 @@ TEST(driver_forced)
 	 * By id: refused, the device is user space's.  The id is taken back
 	 * at once: it would bind every free edu device from then on.
 	 */
-	ASSERT_EQ(0, write_file("/sys/bus/pci/drivers/uio_pci_generic/new_id", "1234 11e8"));
+	ASSERT_EQ(0, uu_write_file("/sys/bus/pci/drivers/uio_pci_generic/new_id", "1234 11e8"));
 	snprintf(path, sizeof(path), "/sys/bus/pci/drivers/uio_pci_generic/%s", e.bdf);
-	EXPECT_NE(0, write_file("/sys/bus/pci/drivers/uio_pci_generic/bind", e.bdf));
-	write_file("/sys/bus/pci/drivers/uio_pci_generic/remove_id", "1234 11e8");
+	EXPECT_NE(0, uu_write_file("/sys/bus/pci/drivers/uio_pci_generic/bind", e.bdf));
+	uu_write_file("/sys/bus/pci/drivers/uio_pci_generic/remove_id", "1234 11e8");
 	EXPECT_NE(0, access(path, F_OK));
 	ASSERT_TRUE(raise_and_wait(2)) TH_LOG("the registration did not survive a refused bind");
 
@@ -238,7 +212,7 @@ TEST(driver_forced)
 		EXPECT_EQ(-1, ULI_wakeup(uli, 0));
 		EXPECT_EQ(ENODEV, errno);
 	}
-	EXPECT_EQ(0, registrations());
+	EXPECT_EQ(0, uu_registrations());
 	EXPECT_EQ(0, ULI_destroy(uli));
 	EXPECT_EQ(0, edu_bind(&e, NULL));
 	edu_close(&e);

@@ -116,43 +116,6 @@ static void child(enum how how, int cpu, int wfd)
 	}
 }
 
-/* Registrations listed in /sys/kernel/debug/uli, or -1. */
-static int registrations(void)
-{
-	char line[512];
-	int n = -1;
-	FILE *f = fopen("/sys/kernel/debug/uli", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		n++;
-	fclose(f);
-	return n;
-}
-
-/* A /proc/meminfo value, after the page cache was dropped. */
-static long meminfo_kb(const char *key)
-{
-	char line[128];
-	long v = -1;
-	size_t len = strlen(key);
-	FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
-
-	if (f) {
-		fputs("3\n", f);
-		fclose(f);
-	}
-	f = fopen("/proc/meminfo", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, len) && line[len] == ':')
-			v = strtol(line + len + 1, NULL, 10);
-	fclose(f);
-	return v;
-}
-
 /* One owner's life and end; 0 or a description of what failed. */
 static const char *one(enum how how, int cpu, int *code)
 {
@@ -216,21 +179,21 @@ static void run(struct __test_metadata *_metadata, enum how how)
 		why = one(how, (target + (int)(i & 1)) % uu_ncpus(), &code);
 		if (why)
 			break;
-		regs = registrations();
+		regs = uu_registrations();
 		if (regs > 0 || irq_has_action(e.irq, "uli") ||
 		    irq_has_action(e.irq, irq_user_name())) {
 			why = "a registration outlived its owner";
 			break;
 		}
 		if (i + 1 == warm) {
-			free0 = meminfo_kb("MemFree");
-			slab0 = meminfo_kb("Slab");
+			free0 = uu_meminfo_kb("MemFree");
+			slab0 = uu_meminfo_kb("Slab");
 		}
 	}
 	ASSERT_EQ(NULL, why) TH_LOG("rep %llu: %s (code %d, registrations %d)",
 				    (unsigned long long)i, why, code, regs);
-	free1 = meminfo_kb("MemFree");
-	slab1 = meminfo_kb("Slab");
+	free1 = uu_meminfo_kb("MemFree");
+	slab1 = uu_meminfo_kb("Slab");
 	TH_LOG("%llu owners: MemFree %+ld kB, Slab %+ld kB",
 	       (unsigned long long)n, free1 - free0, slab1 - slab0);
 	/*

@@ -227,6 +227,53 @@ static inline int uu_uli_fd(void)
 	return n == 1 ? fd : -1;
 }
 
+/* Write s to a sysfs or proc file: 0 or -errno. */
+static inline int uu_write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s, strlen(s)) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* Registrations listed in /sys/kernel/debug/uli, or -1. */
+static inline int uu_registrations(void)
+{
+	char line[512];
+	int n = -1;
+	FILE *f = fopen("/sys/kernel/debug/uli", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n++;
+	fclose(f);
+	return n;
+}
+
+/* A /proc/meminfo value in kB, after the page cache was dropped, or -1. */
+static inline long uu_meminfo_kb(const char *key)
+{
+	char line[128];
+	long v = -1;
+	size_t len = strlen(key);
+	FILE *f;
+
+	uu_write_file("/proc/sys/vm/drop_caches", "3\n");
+	f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, len) && line[len] == ':')
+			v = strtol(line + len + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
 /* A "Key:   N kB" field of /proc/<pid>/status (0: self) in kB, or -1. */
 static inline long uu_status_kb(pid_t pid, const char *key)
 {
