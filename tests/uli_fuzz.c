@@ -39,13 +39,17 @@
  *
  * --skip leaves out what trips a kernel bug known when this was written,
  * to look for others past it (the default run does everything): msi (the
- * MSI teardown frees the device's MSI data under a sysfs "irq" reader),
- * line (ULI_SOURCE_IRQ: enable_irq() after free_irq() when the owner
- * goes while its handler runs), reregister (a REGISTER that failed with
- * EINTR leaves its file dead but registrable), shared (a registration
- * starting or ending on line 11 leaves its device unmasked without a
- * handler, and the line's other user takes its interrupts).  The
- * watchdog in the parent says what a line looks like when its handlers
+ * MSI teardown freed the device's MSI data under a sysfs "irq" reader;
+ * fixed in 33bb1f4), line (ULI_SOURCE_IRQ: enable_irq() after free_irq()
+ * when the owner goes while its handler runs; no redelivery throttle, so
+ * a handler that never quiets its line or faults at once takes the CPU
+ * for good; any irq without an action may be taken, an MSI vector in
+ * its owner's teardown among them, which then frees it under the new
+ * action), reregister (a REGISTER that failed with EINTR leaves its file
+ * dead but registrable), shared (a registration starting or ending on
+ * line 11 leaves its device unmasked without a handler, and the line's
+ * other user takes its interrupts).  The watchdog in the parent says
+ * what a line looks like when its handlers
  * keep answering IRQ_NONE; ULI_FUZZ_TRACEOFF=1 also stops a trace.
  */
 #include <errno.h>
@@ -2046,6 +2050,7 @@ static void check_clean(const char *when)
 
 		snprintf(bdf, sizeof(bdf), "0000:00:%02x.0", dev_slots[i]);
 		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", bdf);
+		buf[0] = 0;
 		if (pu_read_file(path, buf, sizeof(buf)) < 0 || strcmp(buf, "(null)\n"))
 			FAIL("%s: %s driver_override is \"%.*s\"", when, bdf,
 			     (int)strcspn(buf, "\n"), buf);

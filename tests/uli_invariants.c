@@ -141,7 +141,8 @@ static uint64_t raise_n(uint64_t n)
 
 	for (i = 0; i < n; i++) {
 		edu_raise(&e, 1);
-		if (!uu_wait_count(&handled, handled + 1, 2000))
+		/* Generous: a loaded host can stall a vCPU for seconds. */
+		if (!uu_wait_count(&handled, handled + 1, 10000))
 			break;
 	}
 	return i;
