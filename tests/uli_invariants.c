@@ -329,6 +329,9 @@ TEST(lazy_cpu_sees_unmap)
 	*page = 0x1234;
 	/* The handler reads it on the idle CPU: its TLB holds the page. */
 	EXPECT_EQ(1, raise_n(1));
+	/* Counted on entry: the read comes just after. */
+	for (int i = 0; i < 1000 && !page_seen; i++)
+		usleep(1000);
 	EXPECT_EQ(0x1234, page_seen);
 
 	/* A thread of the owner runs there last, then the CPU idles lazily. */
