@@ -232,18 +232,6 @@ static void nap_us(unsigned int us)
 	nanosleep(&ts, NULL);
 }
 
-static int write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, strlen(s)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 /* This process's descriptors whose target starts with prefix (or all). */
 static int list_fds(int *out, int max, const char *prefix, bool exclude)
 {
@@ -1745,7 +1733,7 @@ static void sysrq(char c)
 {
 	char s[2] = { c, 0 };
 
-	write_file("/proc/sysrq-trigger", s);
+	uu_write_file("/proc/sysrq-trigger", s);
 }
 
 /* Reap whatever ended: workers, the storm, orphans. */
@@ -1870,10 +1858,10 @@ static void spurious_watch(void)
 		printf("diag: line %d: %u unhandled (count %u), actions \"%s\"\n",
 		       lines[l], unh, cnt, act);
 		snprintf(buf, sizeof(buf), "uli_fuzz: diag: line %d %u unhandled\n", lines[l], unh);
-		write_file("/dev/kmsg", buf);
+		uu_write_file("/dev/kmsg", buf);
 		/* A trace set up around the run (see the report) stops here. */
 		if (getenv("ULI_FUZZ_TRACEOFF"))
-			write_file("/sys/kernel/tracing/tracing_on", "0");
+			uu_write_file("/sys/kernel/tracing/tracing_on", "0");
 		for (i = 0; i < NDEV; i++) {
 			char ovr[32] = "";
 
@@ -2005,28 +1993,6 @@ static int registrations(void)
 	}
 	fclose(f);
 	return n;
-}
-
-/* A /proc/meminfo value, after the page cache was dropped (as uli_teardown). */
-static long meminfo_kb(const char *key)
-{
-	char line[128];
-	long v = -1;
-	size_t len = strlen(key);
-	FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
-
-	if (f) {
-		fputs("3\n", f);
-		fclose(f);
-	}
-	f = fopen("/proc/meminfo", "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, len) && line[len] == ':')
-			v = strtol(line + len + 1, NULL, 10);
-	fclose(f);
-	return v;
 }
 
 /* No registration, action, claim or driver left. */
@@ -2178,7 +2144,7 @@ int main(int argc, char **argv)
 	/* In the kernel log too: a panic leaves no other trace of it. */
 	snprintf(kmsg, sizeof(kmsg), "uli_fuzz: seed 0x%llx ops %llu%s\n",
 		 (unsigned long long)seed, (unsigned long long)total, opts);
-	write_file("/dev/kmsg", kmsg);
+	uu_write_file("/dev/kmsg", kmsg);
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED) {
@@ -2215,16 +2181,16 @@ int main(int argc, char **argv)
 		goto out;
 	sleep(1);
 	check_clean("after the warm-up");
-	free0 = meminfo_kb("MemFree");
-	slab0 = meminfo_kb("Slab");
+	free0 = uu_meminfo_kb("MemFree");
+	slab0 = uu_meminfo_kb("Slab");
 	regs0 = registered();
 
 	if (!run_phase(total > warm + 100 ? total - warm : 100, "fuzz"))
 		goto out;
 	sleep(1);
 	check_clean("at the end");
-	free1 = meminfo_kb("MemFree");
-	slab1 = meminfo_kb("Slab");
+	free1 = uu_meminfo_kb("MemFree");
+	slab1 = uu_meminfo_kb("Slab");
 
 	/*
 	 * uli_teardown's bounds hold for 1,000 registrations: MemFree moves

@@ -155,6 +155,30 @@ static void wait_ready(void)
 	usleep(20000);
 }
 
+/*
+ * With fn running as the neighbour on cpu and the handler doing w: n
+ * raises, each handled, into *done; the statistics once the last call
+ * has ended (an abort is counted then); the neighbour stopped, its wait
+ * status in *status.  0, or -1 if the statistics could not be read.
+ */
+static int with_neighbour(void *uli, int cpu, enum what w, void (*fn)(void),
+			  uint64_t n, uint64_t *done, struct uli_stats *st, int *status)
+{
+	pid_t pid;
+	int ret;
+
+	what = w;
+	pid = uu_spawn(cpu, fn);
+	wait_ready();
+	*done = raise_n(n);
+	usleep(50000);
+	ret = ULI_get_stats(uli, st);
+	sh->result = 1;
+	if (waitpid(pid, status, 0) != pid)
+		*status = -1;
+	return ret;
+}
+
 /* --- PR_SET_TSC ---------------------------------------------------------- */
 
 static sigjmp_buf jb;
@@ -184,20 +208,14 @@ static void tsc_neighbour(void)
 TEST(tsc_off_in_neighbour)
 {
 	struct uli_stats st;
-	uint64_t n = N_RAISES;
+	uint64_t n = N_RAISES, done;
 	int cpu, status;
-	pid_t pid;
 	void *uli = setup(_metadata, &cpu);
 
 	if (!uli)
 		return;
-	what = TSC;
-	pid = uu_spawn(cpu, tsc_neighbour);
-	wait_ready();
-	EXPECT_EQ(n, raise_n(n));
-	ASSERT_EQ(0, ULI_get_stats(uli, &st));
-	sh->result = 1;
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, with_neighbour(uli, cpu, TSC, tsc_neighbour, n, &done, &st, &status));
+	EXPECT_EQ(n, done);
 	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
 	EXPECT_EQ(0, st.aborted_illegal + st.aborted_fault);
 	EXPECT_NE(0, tsc_seen);
@@ -229,10 +247,9 @@ static void pkru_neighbour(void)
 TEST(pkru_of_neighbour)
 {
 	struct uli_stats st;
-	uint64_t n = N_RAISES;
+	uint64_t n = N_RAISES, done;
 	uint32_t own;
-	int cpu;
-	pid_t pid;
+	int cpu, status;
 	void *uli;
 
 	if (!cpu_has("ospke"))
@@ -241,13 +258,8 @@ TEST(pkru_of_neighbour)
 	if (!uli)
 		return;
 	own = rdpkru();
-	what = PKRU;
-	pid = uu_spawn(cpu, pkru_neighbour);
-	wait_ready();
-	EXPECT_EQ(n, raise_n(n));
-	ASSERT_EQ(0, ULI_get_stats(uli, &st));
-	sh->result = 1;
-	waitpid(pid, NULL, 0);
+	ASSERT_EQ(0, with_neighbour(uli, cpu, PKRU, pkru_neighbour, n, &done, &st, &status));
+	EXPECT_EQ(n, done);
 	EXPECT_EQ(0, sh->bad) TH_LOG("the neighbour's PKRU became %#llx",
 				     (unsigned long long)(sh->bad & 0xffffffff));
 	/* The handler runs with the init value, which is the owner's here. */
@@ -273,24 +285,17 @@ static void ioperm_neighbour(void)
 TEST(ioperm_of_neighbour)
 {
 	struct uli_stats st;
-	uint64_t n = N_RAISES / 10 + 1;
-	int cpu;
-	pid_t pid;
+	uint64_t n = N_RAISES / 10 + 1, done;
+	int cpu, status;
 	void *uli = setup(_metadata, &cpu);
 
 	if (!uli)
 		return;
 	/* Each call faults: the owner is told with SIGSEGV, and goes on. */
 	signal(SIGSEGV, SIG_IGN);
-	what = PORT;
-	pid = uu_spawn(cpu, ioperm_neighbour);
-	wait_ready();
 	/* A faulting handler acknowledged first: each raise is one call. */
-	EXPECT_EQ(n, raise_n(n));
-	usleep(50000);		/* the last abort is counted as it ends */
-	ASSERT_EQ(0, ULI_get_stats(uli, &st));
-	sh->result = 1;
-	waitpid(pid, NULL, 0);
+	ASSERT_EQ(0, with_neighbour(uli, cpu, PORT, ioperm_neighbour, n, &done, &st, &status));
+	EXPECT_EQ(n, done);
 	EXPECT_LT(n / 2, st.ctx_other);
 	EXPECT_EQ(st.calls, st.aborted_fault) TH_LOG("%llu of %llu calls reached port 0x80",
 		(unsigned long long)(st.calls - st.aborted_fault),
@@ -393,20 +398,14 @@ static void signal_neighbour(void)
 TEST(fpu_across_signals)
 {
 	struct uli_stats st;
-	uint64_t n = N_RAISES;
-	int cpu;
-	pid_t pid;
+	uint64_t n = N_RAISES, done;
+	int cpu, status;
 	void *uli = setup(_metadata, &cpu);
 
 	if (!uli)
 		return;
-	what = CLOBBER_FPU;
-	pid = uu_spawn(cpu, signal_neighbour);
-	wait_ready();
-	EXPECT_EQ(n, raise_n(n));
-	ASSERT_EQ(0, ULI_get_stats(uli, &st));
-	sh->result = 1;
-	waitpid(pid, NULL, 0);
+	ASSERT_EQ(0, with_neighbour(uli, cpu, CLOBBER_FPU, signal_neighbour, n, &done, &st, &status));
+	EXPECT_EQ(n, done);
 	EXPECT_EQ(0, sh->bad) TH_LOG("the neighbour's xmm1 became %#llx after %llu signals",
 				     (unsigned long long)sh->bad,
 				     (unsigned long long)sh->iterations);

@@ -255,16 +255,14 @@ static inline int uu_registrations(void)
 	return n;
 }
 
-/* A /proc/meminfo value in kB, after the page cache was dropped, or -1. */
-static inline long uu_meminfo_kb(const char *key)
+/* The number after "Key:" in a "Key: N kB" file (meminfo, status), or -1. */
+static inline long uu_field_kb(const char *path, const char *key)
 {
-	char line[128];
-	long v = -1;
+	char line[256];
 	size_t len = strlen(key);
-	FILE *f;
+	long v = -1;
+	FILE *f = fopen(path, "r");
 
-	uu_write_file("/proc/sys/vm/drop_caches", "3\n");
-	f = fopen("/proc/meminfo", "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
@@ -274,26 +272,23 @@ static inline long uu_meminfo_kb(const char *key)
 	return v;
 }
 
-/* A "Key:   N kB" field of /proc/<pid>/status (0: self) in kB, or -1. */
+/* A /proc/meminfo value in kB, after the page cache was dropped, or -1. */
+static inline long uu_meminfo_kb(const char *key)
+{
+	uu_write_file("/proc/sys/vm/drop_caches", "3\n");
+	return uu_field_kb("/proc/meminfo", key);
+}
+
+/* A field of /proc/<pid>/status (0: self) in kB, or -1. */
 static inline long uu_status_kb(pid_t pid, const char *key)
 {
-	char path[64], line[256];
-	size_t len = strlen(key);
-	long v = -1;
-	FILE *f;
+	char path[64];
 
 	if (pid)
 		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	else
 		snprintf(path, sizeof(path), "/proc/self/status");
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, len) && line[len] == ':')
-			v = strtol(line + len + 1, NULL, 10);
-	fclose(f);
-	return v;
+	return uu_field_kb(path, key);
 }
 
 #endif
