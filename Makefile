@@ -28,7 +28,8 @@ PATCHES  := $(addprefix core-patch/,$(shell cat core-patch/series 2>/dev/null)) 
             $(addprefix arch-patches/,$(shell cat arch-patches/series 2>/dev/null))
 
 DEBS     := linux-source-6.12 qemu-system-x86 busybox-static nasm gcc make bc \
-            flex bison libelf-dev libssl-dev cpio xz-utils patch perl gnuplot-nox
+            flex bison libelf-dev libssl-dev cpio xz-utils patch perl gnuplot-nox \
+            pkg-config man-db groff-base
 
 CC       := gcc
 CFLAGS   := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
@@ -202,12 +203,58 @@ FUZZ_OPS ?= 1000000
 fuzz: all
 	$(Q)TIMEOUT=$${TIMEOUT:-7200} qemu/run --exec '/bin/tests/uli_fuzz --ops $(FUZZ_OPS)'
 
+# --- Installing libuli ---------------------------------------------------
+# The header, the archive, a pkg-config file (libuli/libuli.pc.in with
+# PREFIX filled in: PREFIX is where programs find libuli, so it is an
+# absolute path) and the man pages.  DESTDIR, if set, is put in front of
+# every path, to stage the files somewhere else than where they are used.
+INSTDIR  := $(DESTDIR)$(PREFIX)
+
 install: $(LIBULI)
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib \
-		$(DESTDIR)$(PREFIX)/share/man/man3
-	install -m 644 libuli/uli.h $(DESTDIR)$(PREFIX)/include/uli.h
-	install -m 644 $(LIBULI) $(DESTDIR)$(PREFIX)/lib/libuli.a
-	install -m 644 libuli/uli.3 $(DESTDIR)$(PREFIX)/share/man/man3/uli.3
+	install -d $(INSTDIR)/include $(INSTDIR)/lib/pkgconfig \
+		$(INSTDIR)/share/man/man3 $(INSTDIR)/share/man/man7
+	install -m 644 libuli/uli.h $(INSTDIR)/include/uli.h
+	install -m 644 $(LIBULI) $(INSTDIR)/lib/libuli.a
+	sed 's|@PREFIX@|$(PREFIX)|g' libuli/libuli.pc.in >$(INSTDIR)/lib/pkgconfig/libuli.pc
+	chmod 644 $(INSTDIR)/lib/pkgconfig/libuli.pc
+	install -m 644 libuli/man/*.3 $(INSTDIR)/share/man/man3
+	install -m 644 libuli/man/uli.7 $(INSTDIR)/share/man/man7
+
+# Install into a scratch PREFIX and use it as an outside project would:
+# build tests/install/outside.c with nothing but pkg-config's flags, once
+# linked dynamically and once statically, and run both here (they
+# register nothing and leave /dev/uli alone); find a man page for every
+# function uli.h declares; render every page with all warnings on.
+CHECK_PREFIX := $(abspath $(BUILD))/check-install
+
+.PHONY: check-install
+check-install:
+	$(Q)rm -rf $(CHECK_PREFIX)
+	@echo "  INSTALL $(CHECK_PREFIX)"
+	$(Q)$(MAKE) --no-print-directory install PREFIX=$(CHECK_PREFIX) DESTDIR= >/dev/null
+	@echo "  CC      tests/install/outside.c, pkg-config's flags only"
+	$(Q)export PKG_CONFIG_PATH=$(CHECK_PREFIX)/lib/pkgconfig; \
+	flags=$$(pkg-config --cflags --libs libuli) && \
+	static=$$(pkg-config --static --cflags --libs libuli) && \
+	$(CC) -Wall -Wextra -Werror -o $(CHECK_PREFIX)/outside \
+		tests/install/outside.c $$flags && \
+	$(CC) -Wall -Wextra -Werror -static -o $(CHECK_PREFIX)/outside-static \
+		tests/install/outside.c $$static
+	$(Q)$(CHECK_PREFIX)/outside && $(CHECK_PREFIX)/outside-static
+	@echo "  MAN     a page for every function of uli.h; no warnings"
+	$(Q)export MANPATH=$(CHECK_PREFIX)/share/man; \
+	for f in $$(grep -o '\bULI_[a-z_]*(' $(CHECK_PREFIX)/include/uli.h | tr -d '(' | sort -u); do \
+		case "$$(man -w $$f 2>/dev/null)" in \
+		$$MANPATH/man3/*.3) ;; \
+		*) echo "man -w $$f: no page in $$MANPATH"; exit 1 ;; \
+		esac; \
+	done; \
+	cd $$MANPATH && for p in man3/*.3 man7/*.7; do \
+		w=$$(groff -man -ww -z $$p 2>&1; man --warnings -l $$p 2>&1 >/dev/null); \
+		[ -z "$$w" ] || { echo "$$p: $$w"; exit 1; }; \
+		man -l $$p 2>/dev/null | grep -q '^NAME' || { echo "$$p: no NAME"; exit 1; }; \
+	done
+	@echo "  OK      check-install"
 
 clean:
 	rm -rf $(BUILD)/lib $(BUILD)/tests $(BUILD)/examples $(BUILD)/initramfs.*

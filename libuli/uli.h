@@ -5,7 +5,7 @@
  * Register a C function as the handler of an interrupt source; it runs in
  * user mode, in this process, on the stack given at registration and with
  * thread-local storage of its own, each time the device interrupts.  The
- * shapes follow IRIX uli(3).  See uli(3).
+ * shapes follow IRIX uli(3).  See uli(7).
  *
  * Delivery methods, chosen at registration by the ULI_MODE environment
  * variable:
