@@ -327,6 +327,42 @@ static bool dev_claimed(int i)
 	return pu_read_file(path, buf, sizeof(buf)) > 0 && strcmp(buf, "(null)\n");
 }
 
+/* Device i's MSI was seen on during its present claim (this process's view). */
+static bool msi_seen_on[NDEV];
+
+/*
+ * Is device i's interrupt on for its claimant: MSI on, or INTx on (the
+ * kernel keeps INTx off while it sets a claim up or takes it down), and
+ * MSI not gone off since the claim began?  From config space: the
+ * Command register and the MSI capability's Enable bit.
+ */
+static bool dev_live(int i)
+{
+	char path[96];
+	uint8_t cfg[256];
+	bool on = false;
+	int fd, n, pos, guard = 48;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/config", devs[i].bdf);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = pread(fd, cfg, sizeof(cfg), 0);
+	close(fd);
+	if (n < 0x40)
+		return false;
+	if (cfg[6] & 0x10)			/* Status: Capabilities List */
+		for (pos = cfg[0x34] & ~3; pos >= 0x40 && pos + 3 < n && guard--;
+		     pos = cfg[pos + 1] & ~3)
+			if (cfg[pos] == 0x05)	/* MSI: Message Control bit 0 */
+				on = cfg[pos + 2] & 1;
+	if (on) {
+		msi_seen_on[i] = true;
+		return true;
+	}
+	return !msi_seen_on[i] && !(cfg[5] & 0x04);	/* Command: DisINTx */
+}
+
 /*
  * May device i assert its INTx now?  Only while it is claimed (ULI INTx
  * or MSI, a described /proc file: driver_override set), for two reasons
@@ -343,8 +379,13 @@ static bool dev_claimed(int i)
  *   An exclusive claim of the line (an undescribed /proc reader,
  *   ULI_SOURCE_IRQ) knows no device to quiet when it ends, so a device
  *   raised for it and acknowledged after its end leaves that latch.
- * So a line held exclusively gets interrupts only from its handlers'
- * re-raises.  --raise-unowned raises every device at all times.
+ * So a line held exclusively gets no interrupts from the storm, and its
+ * handlers acknowledge but never raise (see op_register()).  A claimed
+ * device is raised only while its interrupt is on (dev_live()).  QEMU's
+ * edu keeps an INTx level raised while INTx was off through MSI mode, and
+ * it comes back when MSI goes off at the claim's end, which turns INTx on
+ * for a moment, on a line that may be shut down.  --raise-unowned raises
+ * every device at all times.
  */
 static bool may_raise(int i)
 {
@@ -355,7 +396,13 @@ static bool may_raise(int i)
 			shared = true;
 	if (skip_shared && shared)
 		return false;
-	return raise_unowned || dev_claimed(i);
+	if (raise_unowned)
+		return true;
+	if (!dev_claimed(i)) {
+		msi_seen_on[i] = false;
+		return false;
+	}
+	return dev_live(i);
 }
 
 static void raise_dev(int i, uint32_t bits)
@@ -633,6 +680,9 @@ static void op_register(void)
 		s->h.e[0] = &devs[0];
 		s->h.e[1] = &devs[1];
 	}
+	/* A line's handler acknowledges devices it does not own, never raises them. */
+	if (!pci && s->h.kind == H_RERAISE)
+		s->h.kind = H_NORMAL;
 
 	if (pci)
 		uli = ULI_register_pci(bdf, fz_handler, &s->h, nsemas, stack, stacksize, flags);
