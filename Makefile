@@ -4,7 +4,8 @@
 # libuli, examples and tests, all run under QEMU.
 #
 #   make              everything: kernel, library, examples, tests, initramfs
-#   make demo         boot a guest running the edu example through /proc
+#   make demo         boot a guest that shows the upcall step by step, a smoke test
+#   make shell        boot the guest with an interactive shell on this terminal
 #   make test         run the tests in the guest, PTI on and PTI off
 #   make test-debug   the same tests on a lockdep/KASAN kernel
 #   make bench        latency benchmark in the guest: table, CSV, plot
@@ -51,11 +52,13 @@ LIBEDU   := $(BUILD)/lib/libedu.a
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 PROGS    := $(TESTS) $(EXAMPLES)
+# Guest shell scripts of the examples (uli-demo.sh), installed in /bin.
+SCRIPTS  := $(wildcard examples/*.sh)
 
 all: kernel initramfs
 
 .PHONY: all deps kernel kernel-debug headers lib progs initramfs test \
-        test-debug demo bench fuzz install clean distclean
+        test-debug demo shell bench fuzz install clean distclean
 
 # --- Debian packages -----------------------------------------------------
 # A stamp, so that a built tree does not ask dpkg every time; `make deps`
@@ -177,9 +180,9 @@ $(BUILD)/gen_init_cpio: $(BUILD)/.extracted
 	$(Q)$(CC) -O2 -o $@ $(KSRC)/usr/gen_init_cpio.c
 
 $(BUILD)/initramfs.cpio: $(BUILD)/gen_init_cpio qemu/init qemu/initramfs-list \
-		tests/run-tests $(PROGS) /bin/busybox
+		tests/run-tests $(PROGS) $(SCRIPTS) /bin/busybox
 	@echo "  CPIO    $@"
-	$(Q)qemu/initramfs-list $(BUILD) $(PROGS) > $(BUILD)/initramfs.list
+	$(Q)qemu/initramfs-list $(BUILD) $(PROGS) $(SCRIPTS) > $(BUILD)/initramfs.list
 	$(Q)$(BUILD)/gen_init_cpio $(BUILD)/initramfs.list > $@
 
 initramfs: $(BUILD)/initramfs.cpio
@@ -191,8 +194,14 @@ test: all
 test-debug: all kernel-debug
 	$(Q)qemu/run-tests $(KDBG)/vmlinux
 
+# examples/uli-demo.c's steps, then a latency table from uli-bench
+# (examples/uli-demo.sh); non-zero exit if any step fails.
 demo: all
-	$(Q)qemu/run --exec 'edu-proc-demo'
+	$(Q)qemu/run --exec 'uli-demo.sh'
+
+# An interactive shell in the guest on this terminal; exit or Ctrl-D ends it.
+shell: all
+	$(Q)qemu/run --shell
 
 # Results in build/bench/; BENCH_ARGS for qemu/bench, e.g. "--repeat 2".
 bench: all
