@@ -300,12 +300,12 @@ static void fault_step(void *uli)
 		;
 	crash = 0;
 	ULI_get_stats(uli, &b);
-	printf("   raise, the handler dereferences NULL: %s (si_code %s);\n"
-	       "   the call did not complete (%llu completed), aborted_fault %llu\n",
-	       segv_count ? "SIGSEGV, caught by our sigaction handler" : "no SIGSEGV",
-	       segv_code == SI_KERNEL ? "SI_KERNEL, from the kernel" : "not the kernel's",
+	printf("   raise, the handler dereferences NULL: the call did not complete (%llu completed),\n"
+	       "   aborted_fault %llu; %s (si_code %s)\n",
 	       (unsigned long long)(handled - before),
-	       (unsigned long long)(b.aborted_fault - a.aborted_fault));
+	       (unsigned long long)(b.aborted_fault - a.aborted_fault),
+	       segv_count ? "SIGSEGV caught by our sigaction handler" : "no SIGSEGV",
+	       segv_code == SI_KERNEL ? "SI_KERNEL: from the kernel" : "not the kernel's");
 	if (segv_count != 1)
 		fail("%d SIGSEGV for one aborted call", (int)segv_count);
 	if (handled != before)
@@ -321,8 +321,8 @@ static void fault_step(void *uli)
 		return;
 	}
 	ULI_get_stats(uli, &b);
-	printf("   raise again, no NULL this time: served normally (%llu completed; calls %llu and\n"
-	       "   aborted_fault %llu over both raises)\n",
+	printf("   raise again, no NULL this time: served normally (%llu completed; over both\n"
+	       "   raises, calls %llu, aborted_fault %llu)\n",
 	       (unsigned long long)(handled - before), (unsigned long long)(b.calls - a.calls),
 	       (unsigned long long)(b.aborted_fault - a.aborted_fault));
 	if (b.calls - a.calls != 2)
