@@ -351,13 +351,40 @@ static void __uli_lock_memory(void)
 		mlock((void *)r[i].start, r[i].end - r[i].start);
 }
 
+/*
+ * Make [addr, addr + len) present and writable, or fail (-1) where a write
+ * would fault: MADV_POPULATE_WRITE, or, on a kernel without madvise(),
+ * a read() from /dev/zero into each page, which the kernel refuses with
+ * EFAULT where the caller would take SIGSEGV.
+ */
+static int __uli_populate_write(void *addr, size_t len, size_t page)
+{
+	uintptr_t start = (uintptr_t)addr & ~(page - 1), p;
+	uintptr_t end = (uintptr_t)addr + len;
+	int fd, ret = 0;
+
+	if (!madvise((void *)start, end - start, MADV_POPULATE_WRITE))
+		return 0;
+	if (errno != ENOSYS && errno != EINVAL)
+		return -1;
+	fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+	for (p = (uintptr_t)addr; p < end && !ret; p = (p & ~(page - 1)) + page) {
+		if (fd >= 0)
+			ret = read(fd, (void *)p, 1) == 1 ? 0 : -1;
+		else
+			*(volatile char *)p = 0;	/* no /dev/zero: best effort */
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
 			       void *stack, int stacksize)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t size = (sizeof(struct uli) + page - 1) / page * page;
 	int method = __uli_method();
-	volatile char *p;
 	struct uli *u;
 
 	if (!func || nsemas < 0 || nsemas > ULI_MAX_SEMAS || stacksize < 0 ||
@@ -395,12 +422,17 @@ static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
 	/*
 	 * Everything the handler touches must be resident: a fault in an
 	 * upcall aborts the handler.  Lock what the limit allows, then
-	 * write every stack page (a read would map the shared zero page;
-	 * the kernel pins the stack at registration).
+	 * populate the stack writable (a read would map the shared zero
+	 * page; the kernel pins the stack at registration).  A caller's
+	 * stack with a hole or a read-only page is refused here (EFAULT),
+	 * as the kernel would refuse it, rather than faulting in a write.
 	 */
 	__uli_lock_memory();
-	for (p = u->stack; p < (char *)u->stack + u->stacksize; p += 4096)
-		*p = 0;
+	if (__uli_populate_write(u->stack, u->stacksize, page)) {
+		__uli_free(u);
+		errno = EFAULT;
+		return NULL;
+	}
 	return u;
 nomem:
 	__uli_free(u);
@@ -495,14 +527,16 @@ void *ULI_register_pci(const char *bdf, uli_func_t func, void *arg,
 		errno = EINVAL;
 		return NULL;
 	}
-	ret = __uli_pci_lookup(bdf, &dev, &irq);
-	if (ret) {
-		errno = -ret;
-		return NULL;
-	}
+	/* Arguments first: a refused call leaves the device as it was. */
 	u = __uli_alloc(func, arg, nsemas, stack, stacksize);
 	if (!u)
 		return NULL;
+	ret = __uli_pci_lookup(bdf, &dev, &irq);
+	if (ret) {
+		__uli_free(u);
+		errno = -ret;
+		return NULL;
+	}
 	u->irq = flags == ULI_MSI ? -1 : irq;
 	return __uli_start(u, &dev, flags);
 }

@@ -163,7 +163,14 @@ TEST_F_TIMEOUT(sh, interleaved, 240)
 	EXPECT_EQ(u0 + N_SHARED, pu_uio_count(&self->e8));
 
 	after = irq_total(self->e4.irq);
-	EXPECT_LE(before + 2 * N_SHARED, after) TH_LOG("line counted %llu", after - before);
+	/*
+	 * One line interrupt per raise, but under threadirqs, where
+	 * uio_pci_generic's handler is a thread that keeps the line masked
+	 * (IRQF_ONESHOT) until it has run: an assertion that comes then is
+	 * taken with the next.
+	 */
+	if (!pu_threadirqs())
+		EXPECT_LE(before + 2 * N_SHARED, after) TH_LOG("line counted %llu", after - before);
 	ASSERT_EQ(0, irq_spurious(self->e4.irq, &scount, &unh));
 	TH_LOG("line: %llu interrupts, spurious: count %u unhandled %u",
 	       after - before, scount, unh);

@@ -208,6 +208,17 @@ static inline long pu_cycle(const struct edu *e, int fd)
 /* --- /proc and debugfs state of a line ------------------------------------ */
 
 /* Read a whole (small) file, NUL-terminated; length or -errno. */
+static inline long pu_read_file(const char *path, char *buf, size_t len);
+
+/* Booted with threadirqs: handlers that may be threads are. */
+static inline bool pu_threadirqs(void)
+{
+	char buf[512];
+
+	return pu_read_file("/proc/cmdline", buf, sizeof(buf)) > 0 &&
+	       strstr(buf, "threadirqs");
+}
+
 static inline long pu_read_file(const char *path, char *buf, size_t len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -222,6 +222,8 @@ TEST_F(cpu, offline_online)
 	if (access("/sys/devices/system/cpu/cpu1/online", W_OK))
 		SKIP(return, "CPU 1 cannot go offline");
 	ASSERT_EQ(10, raise_n(10));
+	/* Not a budget test: stop_machine() may stall this vCPU on a busy host. */
+	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
 	spin_cycles = uu_tsc_per_ms() / 2;	/* a handler running at offline */
 	ASSERT_EQ(0, pthread_create(&r.t, NULL, raiser_main, &r));
 	for (i = 0; i < CYCLES; i++) {

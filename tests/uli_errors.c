@@ -331,4 +331,48 @@ TEST_F(err, no_rawio_eperm)
 	EXPECT_EQ(EPERM, WEXITSTATUS(status));
 }
 
+/*
+ * libuli refuses a handler stack it cannot make resident (a hole, a
+ * read-only page) with EFAULT, as the kernel does, instead of faulting
+ * in the caller; and it checks its arguments before it touches the
+ * device.  Both delivery methods.
+ */
+static void handler(void *arg)
+{
+	(void)arg;
+}
+
+TEST_F(err, libuli_bad_stack)
+{
+	char *stack = self->stack;
+
+	ASSERT_EQ(0, mprotect(stack, STACK_SIZE, PROT_READ));
+	errno = 0;
+	EXPECT_EQ(NULL, ULI_register_pci(self->e.bdf, handler, NULL, 0, stack, STACK_SIZE, ULI_INTX));
+	EXPECT_EQ(EFAULT, errno);
+	/* A hole: PROT_NONE, which an mmap() of libuli's cannot fill. */
+	ASSERT_EQ(0, mprotect(stack, STACK_SIZE, PROT_READ | PROT_WRITE));
+	ASSERT_EQ(0, mprotect(stack + 4096, 4096, PROT_NONE));
+	errno = 0;
+	EXPECT_EQ(NULL, ULI_register_pci(self->e.bdf, handler, NULL, 0, stack, STACK_SIZE, ULI_INTX));
+	EXPECT_EQ(EFAULT, errno);
+	EXPECT_FALSE(irq_has_action(self->e.irq, "uli"));
+}
+
+TEST_F(err, libuli_args_before_device)
+{
+	char path[96], before[16] = "", after[16] = "";
+
+	/* sysfs "enable" shows the enable count: a refused call leaves it. */
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/enable", self->e.bdf);
+	ASSERT_LT(0, pu_read_file(path, before, sizeof(before)));
+	errno = 0;
+	EXPECT_EQ(NULL, ULI_register_pci(self->e.bdf, NULL, NULL, 0, NULL, 0, ULI_INTX));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(NULL, ULI_register_pci(self->e.bdf, handler, NULL, -1, NULL, 0, ULI_INTX));
+	EXPECT_EQ(EINVAL, errno);
+	ASSERT_LT(0, pu_read_file(path, after, sizeof(after)));
+	EXPECT_STREQ(before, after);
+}
+
 TEST_HARNESS_MAIN
