@@ -188,8 +188,16 @@ $(BUILD)/initramfs.cpio: $(BUILD)/gen_init_cpio qemu/init qemu/initramfs-list \
 initramfs: $(BUILD)/initramfs.cpio
 
 # --- Running -------------------------------------------------------------
-test: all
+# The guest suite, then what users run first: the installed library
+# with pkg-config, make demo and make shell, as smoke tests.
+test: all check-install
 	$(Q)qemu/run-tests $(KOUT)/vmlinux
+	@echo "=== make demo, make shell"
+	$(Q)qemu/run --exec 'uli-demo.sh' > $(BUILD)/demo.log 2>&1 || \
+		{ cat $(BUILD)/demo.log; echo "FAIL make demo"; exit 1; }
+	$(Q)echo exit | qemu/run --shell > $(BUILD)/shell.log 2>&1 || \
+		{ cat $(BUILD)/shell.log; echo "FAIL make shell"; exit 1; }
+	@echo "PASS make demo, make shell"
 
 test-debug: all kernel-debug
 	$(Q)qemu/run-tests $(KDBG)/vmlinux

@@ -7,8 +7,9 @@
  * (INTx and MMIO), in both delivery methods.  The refusal changes
  * nothing: no action on the line, no driver_override left.
  *
- * Lockdown cannot be lifted once set, so `make test` runs this in a boot
- * of its own (qemu/run-tests); elsewhere it skips.
+ * Lockdown cannot be lifted once set, so `make test` runs this last in a
+ * boot of its own (qemu/run-tests), with ULI_LOCKDOWN=1; elsewhere it
+ * skips.
  */
 #include <sys/ioctl.h>
 #include <linux/irq_user.h>
@@ -39,6 +40,9 @@ FIXTURE_SETUP(ld)
 {
 	char path[96], buf[32];
 
+	/* ULI_LOCKDOWN=1: make test locked this boot down; a skip would hide that it did not. */
+	if (getenv("ULI_LOCKDOWN"))
+		ASSERT_TRUE(locked_down());
 	if (!locked_down())
 		SKIP(return, "the kernel is not locked down (boot with lockdown=integrity)");
 	snprintf(self->bdf, sizeof(self->bdf), "0000:00:%02x.0", EDU_SLOT_C);
@@ -94,6 +98,7 @@ TEST_F(ld, describe_device)
 	d.type = IRQ_USER_DEV_MMIO;
 	EXPECT_EQ(-EPERM, irq_set_device(fd, &d));
 	d.type = IRQ_USER_DEV_PCI_INTX;
+	memset(&d.mmio, 0, sizeof(d.mmio));	/* an INTx description has none */
 	EXPECT_EQ(-EPERM, irq_set_device(fd, &d));
 	close(fd);
 	expect_untouched(_metadata, self);
