@@ -329,6 +329,16 @@ static bool dev_claimed(int i)
 
 /* Device i's MSI was seen on during its present claim (this process's view). */
 static bool msi_seen_on[NDEV];
+/* When this process first saw device i's present claim, or 0. */
+static uint64_t claim_seen_ns[NDEV];
+
+/*
+ * A claim this young may still be setting its source up: QEMU's edu
+ * raised then, with INTx off and MSI not on yet, keeps that INTx level
+ * through MSI mode, and asserts it when MSI goes off at the claim's end
+ * (see may_raise()).
+ */
+#define CLAIM_SETTLE_NS	(100 * 1000000ull)
 
 /*
  * Is device i's interrupt on for its claimant: MSI on, or INTx on (the
@@ -400,8 +410,13 @@ static bool may_raise(int i)
 		return true;
 	if (!dev_claimed(i)) {
 		msi_seen_on[i] = false;
+		claim_seen_ns[i] = 0;
 		return false;
 	}
+	if (!claim_seen_ns[i])
+		claim_seen_ns[i] = uu_now_ns();
+	if (uu_now_ns() - claim_seen_ns[i] < CLAIM_SETTLE_NS)
+		return false;
 	return dev_live(i);
 }
 
