@@ -108,16 +108,7 @@ FIXTURE_TEARDOWN(cpu)
 /* Raise n times, each handled before the next: how many were. */
 static uint64_t raise_n(uint64_t n)
 {
-	uint64_t i;
-
-	for (i = 0; i < n; i++) {
-		uint64_t want = handled + 1;
-
-		edu_raise(&e, 1);
-		if (!uu_wait_count(&handled, want, 10000))
-			break;
-	}
-	return i;
+	return uu_raise_each(&e, &handled, n, 10000);
 }
 
 /* One handler that never returns; the statistics once it has ended. */

@@ -137,15 +137,8 @@ static void *setup(struct __test_metadata *_metadata, int *cpu)
 /* Raise n times, each handled before the next. */
 static uint64_t raise_n(uint64_t n)
 {
-	uint64_t i;
-
-	for (i = 0; i < n; i++) {
-		edu_raise(&e, 1);
-		/* Generous: a loaded host can stall a vCPU for seconds. */
-		if (!uu_wait_count(&handled, handled + 1, 10000))
-			break;
-	}
-	return i;
+	/* Generous: a loaded host can stall a vCPU for seconds. */
+	return uu_raise_each(&e, &handled, n, 10000);
 }
 
 static void wait_ready(void)

@@ -46,16 +46,9 @@ static void handler(void *arg)
 static int tracefs_write(const char *file, const char *s, bool append)
 {
 	char path[128];
-	int fd, ret = 0;
 
 	snprintf(path, sizeof(path), TRACING "%s", file);
-	fd = open(path, O_WRONLY | O_CLOEXEC | (append ? O_APPEND : O_TRUNC));
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, strlen(s)) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
+	return uu_write_file_flags(path, s, append ? O_APPEND : O_TRUNC);
 }
 
 /* Count of lines of a tracefs file that contain needle. */

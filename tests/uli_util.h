@@ -227,10 +227,10 @@ static inline int uu_uli_fd(void)
 	return n == 1 ? fd : -1;
 }
 
-/* Write s to a sysfs or proc file: 0 or -errno. */
-static inline int uu_write_file(const char *path, const char *s)
+/* Write s to a file opened with O_WRONLY | flags: 0 or -errno. */
+static inline int uu_write_file_flags(const char *path, const char *s, int flags)
 {
-	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+	int fd = open(path, O_WRONLY | O_CLOEXEC | flags), ret = 0;
 
 	if (fd < 0)
 		return -errno;
@@ -238,6 +238,31 @@ static inline int uu_write_file(const char *path, const char *s)
 		ret = -errno;
 	close(fd);
 	return ret;
+}
+
+/* Write s to a sysfs or proc file: 0 or -errno. */
+static inline int uu_write_file(const char *path, const char *s)
+{
+	return uu_write_file_flags(path, s, 0);
+}
+
+/*
+ * Raise e n times, each handled (*handled counted up by the handler)
+ * within timeout_ms before the next: how many were.
+ */
+static inline uint64_t uu_raise_each(const struct edu *e, volatile uint64_t *handled,
+				     uint64_t n, unsigned int timeout_ms)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++) {
+		uint64_t want = *handled + 1;
+
+		edu_raise(e, 1);
+		if (!uu_wait_count(handled, want, timeout_ms))
+			break;
+	}
+	return i;
 }
 
 /* Registrations listed in /sys/kernel/debug/uli, or -1. */
