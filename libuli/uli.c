@@ -643,7 +643,8 @@ int ULI_set_budget(void *uli, uint64_t ns)
 {
 	struct uli *u = uli;
 
-	if (!u || !ns) {
+	/* The kernel's range in both methods: a program may switch. */
+	if (!u || ns < ULI_MIN_BUDGET_NS || ns > ULI_MAX_BUDGET_NS) {
 		errno = EINVAL;
 		return -1;
 	}

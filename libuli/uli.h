@@ -30,6 +30,8 @@ extern "C" {
 
 /* Handler budget, per registration (ULI_set_budget), in nanoseconds. */
 #define ULI_DEFAULT_BUDGET_NS	10000000u
+#define ULI_MIN_BUDGET_NS	1000u
+#define ULI_MAX_BUDGET_NS	1000000000u
 
 typedef void (*uli_func_t)(void *arg);
 

@@ -170,7 +170,7 @@ TEST_F_TIMEOUT(blk, waits_for_running_handler, 120)
 	ASSERT_EQ(0, uu_pin((target + 1) % uu_ncpus()));
 	ASSERT_TRUE(cycle(1));
 	handled = 0;
-	ASSERT_EQ(0, ULI_set_budget(self->uli, 2000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
 	spin_cycles = 30 * per_ms;
 	/*
 	 * Five times caught running.  On a loaded host our vCPU can miss a

@@ -181,7 +181,7 @@ static void *moved_register(struct __test_metadata *_metadata, int hold_ms, int 
 		SKIP(return NULL, "the proc method has no MSI");
 	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 	moved_uli = uli;
-	ASSERT_EQ(0, ULI_set_budget(uli, 2000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
 	*irq = uu_uli_irq(uli, &e);
 	ASSERT_LE(0, *irq);
 	return uli;
