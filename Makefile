@@ -8,6 +8,7 @@
 #   make shell        boot the guest with an interactive shell on this terminal
 #   make test         run the tests in the guest, PTI on and PTI off
 #   make test-debug   the same tests on a lockdep/KASAN kernel
+#   make test-smp     the tests on 1 and on 4 CPUs (make test runs 2)
 #   make bench        latency benchmark in the guest: table, CSV, plot
 #   make fuzz         a long run of the ABI fuzzer (FUZZ_OPS operations)
 #   make install PREFIX=DIR   uli.h and libuli.a for outside programs
@@ -58,7 +59,7 @@ SCRIPTS  := $(wildcard examples/*.sh)
 all: kernel initramfs
 
 .PHONY: all deps kernel kernel-debug headers lib progs initramfs test \
-        test-debug demo shell bench fuzz install clean distclean
+        test-debug test-smp demo shell bench fuzz install clean distclean
 
 # --- Debian packages -----------------------------------------------------
 # A stamp, so that a built tree does not ask dpkg every time; `make deps`
@@ -122,13 +123,15 @@ $(KOUT)/vmlinux: $(KOUT)/.config $(BUILD)/.patched
 	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KOUT)) -j$(NPROC) vmlinux
 	$(Q)touch $@
 
-$(KDBG)/vmlinux: $(KDBG)/.config $(BUILD)/.patched
+# A bzImage: the KASAN kernel does not boot through PVH (qemu/debug.config).
+KDBGIMG  := $(KDBG)/arch/x86/boot/bzImage
+$(KDBGIMG): $(KDBG)/.config $(BUILD)/.patched
 	@echo "  KERNEL  Linux $$($(MAKE) -s -C $(KSRC) kernelversion) debug"
-	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KDBG)) -j$(NPROC) vmlinux
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KDBG)) -j$(NPROC) bzImage
 	$(Q)touch $@
 
 kernel: $(KOUT)/vmlinux
-kernel-debug: $(KDBG)/vmlinux
+kernel-debug: $(KDBGIMG)
 
 # The patched uapi headers (irq_user.h, uli.h) for user space.
 $(HDR)/.stamp: $(BUILD)/.patched $(KOUT)/.config
@@ -200,7 +203,14 @@ test: all check-install
 	@echo "PASS make demo, make shell"
 
 test-debug: all kernel-debug
-	$(Q)qemu/run-tests $(KDBG)/vmlinux
+	$(Q)qemu/run-tests $(KDBGIMG)
+
+# One PTI=on boot per CPU count, at make test's PTI=off counts.
+test-smp: all
+	$(Q)for n in 1 4; do \
+		SMP=$$n PTIS=on ULI_TEST_N=$${ULI_TEST_N:-20000} \
+			qemu/run-tests $(KOUT)/vmlinux || exit 1; \
+	done
 
 # examples/uli-demo.c's steps, then a latency table from uli-bench
 # (examples/uli-demo.sh); non-zero exit if any step fails.

@@ -14,12 +14,18 @@
  *    a page the owner unmaps; the handler there must not reach it;
  *  - fpregs_lock(): signal delivery and sigreturn move the neighbour's
  *    FPU state with softirqs off and interrupts on; a handler borrowing
- *    the CPU there must not mix its registers into that state.
+ *    the CPU there must not mix its registers into that state;
+ *  - perf: the neighbour samples itself (cpu-clock, user mode); no sample
+ *    may carry the handler's instruction pointer (a CPU-wide event, which
+ *    root may open, sees the handler: the control).
  */
 #include <pthread.h>
 #include <setjmp.h>
+#include <linux/perf_event.h>
 #include <sys/io.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 #include "kselftest_harness.h"
 #include "uli_util.h"
@@ -34,6 +40,7 @@ struct shared {
 	volatile uint64_t iterations;
 	volatile uint64_t bad;
 	volatile uint64_t result;
+	volatile uint64_t control;
 };
 
 static struct shared *sh;
@@ -71,12 +78,24 @@ static bool cpu_has(const char *flag)
 
 /* --- Handlers ------------------------------------------------------------ */
 
-enum what { TSC, PKRU, PORT, READ_PAGE, CLOBBER_FPU };
+enum what { TSC, PKRU, PORT, READ_PAGE, CLOBBER_FPU, SPIN };
 static volatile enum what what;
 static volatile uint64_t tsc_seen;
 static volatile uint32_t pkru_seen;
 static volatile uint32_t *volatile page;
 static volatile uint32_t page_seen;
+
+/* TSC ticks of 100 us; uu_tsc_per_ms() makes system calls, a handler may not. */
+static uint64_t spin_ticks;
+
+/* Where a handler spends its time in SPIN: samples there are its. */
+static __attribute__((noinline, aligned(64))) void handler_spin(void)
+{
+	uint64_t end = uu_rdtsc() + spin_ticks;
+
+	while (uu_rdtsc() < end)
+		__asm__ volatile ("" ::: "memory");
+}
 
 static void handler(void *arg)
 {
@@ -102,6 +121,9 @@ static void handler(void *arg)
 		__asm__ volatile ("pcmpeqd %%xmm0, %%xmm0\n\t movdqa %%xmm0, %%xmm1\n\t"
 				  "movdqa %%xmm0, %%xmm2\n\t movdqa %%xmm0, %%xmm3"
 				  : : : "xmm0", "xmm1", "xmm2", "xmm3");
+		break;
+	case SPIN:
+		handler_spin();
 		break;
 	}
 }
@@ -406,6 +428,114 @@ TEST(fpu_across_signals)
 	TH_LOG("%llu upcalls, %llu deferred, %llu signals in the neighbour",
 	       (unsigned long long)st.calls, (unsigned long long)st.deferred,
 	       (unsigned long long)sh->iterations);
+	ULI_destroy(uli);
+}
+
+/* --- perf ---------------------------------------------------------------- */
+
+#define PERF_PAGES	64
+
+/* A sampling event (cpu-clock, user mode, every 50 us) and its buffer. */
+static struct perf_event_mmap_page *perf_sampler(pid_t pid, int cpu, int *fd)
+{
+	struct perf_event_attr a = {
+		.size = sizeof(a),
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_period = 50000,
+		.sample_type = PERF_SAMPLE_IP,
+		.exclude_kernel = 1,
+		.exclude_hv = 1,
+	};
+	void *mp;
+
+	*fd = syscall(SYS_perf_event_open, &a, pid, cpu, -1, 0);
+	if (*fd < 0)
+		return NULL;
+	mp = mmap(NULL, (PERF_PAGES + 1) * sysconf(_SC_PAGESIZE), PROT_READ | PROT_WRITE,
+		  MAP_SHARED, *fd, 0);
+	return mp == MAP_FAILED ? NULL : mp;
+}
+
+/*
+ * Samples in the buffer, and how many of them lie in handler_spin().
+ * What does not fit is lost (the buffer is never consumed): enough.
+ */
+static uint64_t perf_count(struct perf_event_mmap_page *mp, uint64_t *in_handler)
+{
+	uint64_t size = PERF_PAGES * sysconf(_SC_PAGESIZE), n = 0, at, head;
+	uint64_t spin = (uintptr_t)handler_spin;
+	char *data = (char *)mp + sysconf(_SC_PAGESIZE);
+
+	head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+	*in_handler = 0;
+	for (at = mp->data_tail; at < head;) {
+		struct perf_event_header *h = (void *)(data + at % size);
+		uint64_t ip;
+
+		if (h->size == 0 || at % size + h->size > size)
+			break;	/* wraps: stop at the edge */
+		if (h->type == PERF_RECORD_SAMPLE) {
+			memcpy(&ip, h + 1, sizeof(ip));
+			n++;
+			if (ip - spin < 256)
+				(*in_handler)++;
+		}
+		at += h->size;
+	}
+	return n;
+}
+
+/*
+ * Samples itself while it spins: the samples in sh->iterations, those in
+ * the handler in sh->bad.  The control: a CPU-wide event on its CPU,
+ * whose samples of the handler (sh->control) show that the handler ran
+ * under the sampler.  -errno of perf_event_open() in sh->bad's high half.
+ */
+static void perf_neighbour(void)
+{
+	struct perf_event_mmap_page *mine, *cpu;
+	int fd, cfd;
+
+	mine = perf_sampler(0, -1, &fd);
+	cpu = perf_sampler(-1, sched_getcpu(), &cfd);
+	if (!mine || !cpu) {
+		sh->bad = (uint64_t)errno << 32;
+		sh->ready = 1;
+		_exit(3);
+	}
+	sh->ready = 1;
+	while (!sh->result)
+		__asm__ volatile ("" ::: "memory");
+	ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+	ioctl(cfd, PERF_EVENT_IOC_DISABLE, 0);
+	sh->iterations = perf_count(mine, (uint64_t *)&sh->bad);
+	perf_count(cpu, (uint64_t *)&sh->control);
+	_exit(0);
+}
+
+TEST(perf_of_neighbour)
+{
+	struct uli_stats st;
+	uint64_t n = N_RAISES / 10 + 1, done;
+	int cpu, status;
+	void *uli = setup(_metadata, &cpu);
+
+	if (!uli)
+		return;
+	spin_ticks = uu_tsc_per_ms() / 10;
+	ASSERT_EQ(0, with_neighbour(uli, cpu, SPIN, perf_neighbour, n, &done, &st, &status));
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+		SKIP(return, "perf_event_open: %s", strerror((int)(sh->bad >> 32)));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
+	EXPECT_EQ(n, done);
+	EXPECT_LT(n / 2, st.ctx_other);
+	TH_LOG("%llu calls of 100 us on the neighbour's CPU; it took %llu samples, %llu in the handler; the CPU's event %llu in the handler",
+	       (unsigned long long)st.ctx_other, (unsigned long long)sh->iterations,
+	       (unsigned long long)sh->bad, (unsigned long long)sh->control);
+	EXPECT_LT(10, sh->iterations);
+	EXPECT_LT(0, sh->control) TH_LOG("the handler never ran under the sampler");
+	EXPECT_EQ(0, sh->bad);
 	ULI_destroy(uli);
 }
 
