@@ -2127,9 +2127,13 @@ static void check_devices(void)
 			edu_close(&final_e);
 			continue;
 		}
+		/*
+		 * 5 s: a handler that ran to a 1 s budget leaves its CPU
+		 * without upcalls for up to 2 s (the CPU share).
+		 */
 		for (r = 1; r <= 20; r++) {
 			edu_raise(&final_e, 1);
-			if (!uu_wait_count(&final_calls, r, 2000))
+			if (!uu_wait_count(&final_calls, r, 5000))
 				break;
 		}
 		if (r <= 20)

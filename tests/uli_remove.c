@@ -141,7 +141,15 @@ static void storm_handler(void *arg)
 		edu_raise(&e, 1);
 }
 
-TEST(removed_in_storm)
+/*
+ * A removal in a storm takes seconds on a debug kernel (KASAN, lockdep):
+ * more than the harness's default 30 s for the 20 reps.
+ */
+FIXTURE(slow) {};
+FIXTURE_SETUP(slow) {}
+FIXTURE_TEARDOWN(slow) {}
+
+TEST_F_TIMEOUT(slow, removed_in_storm, 900)
 {
 	int rep, reps = 20;
 	void *uli;
