@@ -105,6 +105,42 @@ TEST_F_TIMEOUT(rr, chain_on_idle_cpu, 120)
 	EXPECT_EQ(0, edu_status(&e));
 }
 
+/*
+ * A registration ended in the middle of its chain, then a second after a
+ * quiet second: its interrupts are served at once.  The CPU share used
+ * to take the whole quiet second as the dropped redelivery's chain and
+ * pause the CPU's upcalls for two (and for minutes after a slow removal).
+ */
+TEST_F_TIMEOUT(rr, next_after_chain_ended, 120)
+{
+	uint64_t t0, worst = 0;
+	int i;
+
+	if (getenv("ULI_MODE"))
+		SKIP(return, "a property of the upcall");
+	left = 1 << 30;
+	edu_raise(&e, 1);
+	ASSERT_TRUE(uu_wait_count(&handled, 200, 5000));
+	ASSERT_EQ(0, ULI_destroy(self->uli));	/* mid-chain */
+	self->uli = NULL;
+	left = 0;
+	edu_ack(&e, ~0u);
+	usleep(1000000);
+	self->uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, variant->flags);
+	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	handled = 0;
+	for (i = 1; i <= 20; i++) {
+		t0 = uu_now_ns();
+		edu_raise(&e, 1);
+		ASSERT_TRUE(uu_wait_count(&handled, i, 10000)) TH_LOG("raise %d", i);
+		if (uu_now_ns() - t0 > worst)
+			worst = uu_now_ns() - t0;
+	}
+	TH_LOG("slowest of 20 raises after the ended chain: %llu us",
+	       (unsigned long long)worst / 1000);
+	EXPECT_GT(300000000ull, worst);
+}
+
 static atomic_int inside, overlaps, calls, stale;
 static volatile int hold, entered, held_out;
 static volatile int call_cpu[8];
