@@ -170,6 +170,7 @@ TEST_F(err, ioctls_before_registration)
 
 TEST_F(err, ioctls_after_registration)
 {
+	struct uli_register r2;
 	struct uli_counters st;
 	__u64 ns;
 
@@ -186,11 +187,21 @@ TEST_F(err, ioctls_after_registration)
 	ns = 999;
 	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_BUDGET, &ns));
 	EXPECT_EQ(EINVAL, errno);
-	ns = 10000000001ull;
+	ns = 1000000001ull;
 	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_BUDGET, &ns));
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_BUDGET, NULL));
 	EXPECT_EQ(EFAULT, errno);
+	/*
+	 * A second registration on the file, of a source nobody holds:
+	 * refused, and the first one's notifier stays (undoing it dropped
+	 * the owner's mm a second time: a warning in __mmdrop() at exit).
+	 */
+	r2 = self->r;
+	r2.source = ULI_SOURCE_IRQ;
+	r2.domain = r2.bus = r2.devfn = 0;
+	r2.irq = 7;
+	EXPECT_EQ(EBUSY, reg(self->fd, &r2));
 	/* Only a handler returns. */
 	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_RETURN, 0));
 	EXPECT_EQ(EINVAL, errno);
