@@ -1388,6 +1388,10 @@ static void raw_register(void)
 	}
 }
 
+/* edu's DMA source, destination, count and command registers. */
+#define EDU_DMA_FIRST	0x80
+#define EDU_DMA_END	0xa0
+
 static void raw_set_device(void)
 {
 	struct irq_user_dev dv;
@@ -1415,6 +1419,14 @@ static void raw_set_device(void)
 		default: mutate_u64(&dv.__reserved[rnd(4)], 4); break;
 		}
 	}
+	/*
+	 * The kernel writes the described acknowledgement as told (root's
+	 * description).  One that lands on edu's DMA registers starts a DMA,
+	 * and QEMU's edu stops the whole machine on a DMA out of its range
+	 * ("hardware error").  Anywhere else in the BAR is fair.
+	 */
+	if (dv.mmio.ack_off >= EDU_DMA_FIRST && dv.mmio.ack_off < EDU_DMA_END)
+		dv.mmio.ack_off = EDU_DMA_END;
 	count(S_RAW_IOCTL);
 	if (!ioctl(raw_fd(), IRQ_USER_SET_DEVICE,
 		   chance(95) ? (void *)&dv : (void *)(uintptr_t)raw_ptr(sizeof(dv))))
