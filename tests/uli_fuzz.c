@@ -2141,7 +2141,7 @@ static void check_devices(void)
 		}
 		/*
 		 * 5 s: a handler that ran to a 1 s budget leaves its CPU
-		 * without upcalls for up to 2 s (the CPU share).
+		 * without upcalls for about 1 s (the CPU share).
 		 */
 		for (r = 1; r <= 20; r++) {
 			edu_raise(&final_e, 1);

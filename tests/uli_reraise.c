@@ -109,7 +109,8 @@ TEST_F_TIMEOUT(rr, chain_on_idle_cpu, 120)
  * A registration ended in the middle of its chain, then a second after a
  * quiet second: its interrupts are served at once.  The CPU share used
  * to take the whole quiet second as the dropped redelivery's chain and
- * pause the CPU's upcalls for two (and for minutes after a slow removal).
+ * pause the CPU's upcalls for about as long (tens of seconds after a slow
+ * removal).
  */
 TEST_F_TIMEOUT(rr, next_after_chain_ended, 120)
 {
