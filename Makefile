@@ -33,10 +33,16 @@ DEBS     := linux-source-6.12 qemu-system-x86 busybox-static nasm gcc make bc \
             flex bison libelf-dev libssl-dev cpio xz-utils patch perl gnuplot-nox \
             pkg-config man-db groff-base
 
+# CC, CFLAGS and LDFLAGS are the user's (make CC=clang CFLAGS=-O0); what
+# the project needs comes in ULI_CFLAGS and ULI_LDFLAGS.  -MMD: header
+# dependencies from the compiler (the .d files next to the outputs).
+ifeq ($(origin CC),default)
 CC       := gcc
-CFLAGS   := -O2 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
-            -I$(HDR)/include -Ilibuli
-LDFLAGS  := -static -pthread
+endif
+CFLAGS   ?= -O2 -g
+ULI_CFLAGS  := -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
+               -I$(HDR)/include -Ilibuli -MMD -MP
+ULI_LDFLAGS := -static -pthread
 
 ifeq ($(V),1)
 Q :=
@@ -142,10 +148,10 @@ $(HDR)/.stamp: $(BUILD)/.patched $(KOUT)/.config
 headers: $(HDR)/.stamp
 
 # --- User space: libuli, the edu helper, examples, tests -----------------
-$(BUILD)/lib/%.o: libuli/%.c $(wildcard libuli/*.h) $(HDR)/.stamp
+$(BUILD)/lib/%.o: libuli/%.c $(HDR)/.stamp
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/lib/%.o: asm/%.asm | $(BUILD)/.deps
 	@mkdir -p $(@D)
@@ -164,17 +170,21 @@ lib: $(LIBULI) $(LIBEDU)
 
 # kselftest_harness.h's macros compare signed with unsigned and leave
 # parameters unused: the selftests build it with -Wall only.
-$(BUILD)/tests/% $(BUILD)/examples/%: CFLAGS += -I$(KSRC)/tools/testing/selftests
-$(BUILD)/tests/%: CFLAGS += -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered
-$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(LIBULI) $(LIBEDU)
+$(BUILD)/tests/% $(BUILD)/examples/%: private ULI_CFLAGS += -I$(KSRC)/tools/testing/selftests
+$(BUILD)/tests/%: private ULI_CFLAGS += -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered
+$(BUILD)/tests/%: tests/%.c $(LIBULI) $(LIBEDU)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CFLAGS) -Itests -o $@ $< $(LIBULI) $(LIBEDU) $(LDFLAGS)
+	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIBULI) $(LIBEDU) \
+		$(ULI_LDFLAGS) $(LDFLAGS)
 
 $(BUILD)/examples/%: examples/%.c $(LIBULI) $(LIBEDU)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(LIBULI) $(LIBEDU) $(LDFLAGS)
+	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -o $@ $< $(LIBULI) $(LIBEDU) \
+		$(ULI_LDFLAGS) $(LDFLAGS)
+
+-include $(wildcard $(BUILD)/lib/*.d $(BUILD)/tests/*.d $(BUILD)/examples/*.d)
 
 progs: $(PROGS)
 

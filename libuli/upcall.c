@@ -20,11 +20,19 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/irq_user.h>
 #include <linux/uli.h>
 
 #include "uli_internal.h"
+
+/* What asm/uli_trampoline.asm hard-codes: its %defines must follow. */
+_Static_assert(offsetof(struct __uli_tramp, func) == 0, "TRAMP_FUNC");
+_Static_assert(offsetof(struct __uli_tramp, arg) == 8, "TRAMP_ARG");
+_Static_assert(offsetof(struct __uli_tramp, fd) == 16, "TRAMP_FD");
+_Static_assert(SYS_ioctl == 16, "SYS_ioctl");
+_Static_assert(ULI_IOC_RETURN == 0xb911, "ULI_IOC_RETURN");
 
 /*
  * A system call through no C library code: the handler may make it (the
