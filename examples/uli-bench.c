@@ -162,7 +162,6 @@ static struct {
 	_Atomic unsigned int n;		/* samples stored by the handler */
 	_Atomic unsigned int armed;	/* uio: INTx re-enabled after n */
 	unsigned int rt_left;		/* round trip: raises still to do */
-	const volatile struct uli_page *page;
 	void *uli;
 } C;
 
@@ -174,7 +173,7 @@ static inline void bench_body(uint64_t t, uint64_t hw)
 
 	s->entry = t;
 	s->hw = hw;
-	s->up = C.page ? C.page->upcall_tsc : 0;
+	s->up = C.uli ? ULI_upcall_cycles(C.uli) : 0;	/* 0 in proc mode */
 	edu_ack(&e, 1);
 	if (C.rt_left) {
 		C.rt_left--;
@@ -384,33 +383,6 @@ static bool uio_bound;
 
 static bool wait_done(unsigned int want, bool uio, uint64_t timeout_ns);
 
-/* The page of the newest /dev/uli file of ours (libuli keeps the fd). */
-static const volatile struct uli_page *map_uli_page(void)
-{
-	char path[300], link[64];
-	struct dirent *d;
-	int fd = -1, n;
-	void *p;
-	DIR *dir = opendir("/proc/self/fd");
-
-	if (!dir)
-		return NULL;
-	while ((d = readdir(dir))) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", d->d_name);
-		n = readlink(path, link, sizeof(link) - 1);
-		if (n <= 0)
-			continue;
-		link[n] = 0;
-		if (!strcmp(link, "/dev/uli") && atoi(d->d_name) > fd)
-			fd = atoi(d->d_name);
-	}
-	closedir(dir);
-	if (fd < 0)
-		return NULL;
-	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
 /* Deliver @irq to the IRQ's CPU. */
 static int set_irq_cpu(int irq)
 {
@@ -475,7 +447,6 @@ static int method_start(enum method m)
 
 	memset(&W, 0, sizeof(W));
 	W.fd = W.ep = W.stopfd = -1;
-	C.page = NULL;
 	C.uli = NULL;
 	C.cap = opt_warm + opt_n;
 	atomic_store(&C.n, 0);
@@ -514,9 +485,6 @@ static int method_start(enum method m)
 			atomic_store(&C.n, 0);
 		}
 		if (m != M_PROC_READ) {
-			C.page = map_uli_page();
-			if (!C.page)
-				return -ENOENT;
 			/*
 			 * Under ICOUNT the other vCPU's time slices count in the
 			 * handler's run time: the 10 ms default budget would end
@@ -601,9 +569,6 @@ static int method_stop(void)
 	int ret = 0;
 
 	edu_ack(&e, ~0u);
-	if (C.page)
-		munmap((void *)C.page, 4096);
-	C.page = NULL;
 	if (C.uli && ULI_destroy(C.uli))
 		ret = -errno;
 	C.uli = NULL;
