@@ -139,6 +139,27 @@ static void endless_handler(struct __test_metadata *_metadata, void *uli,
 }
 
 /*
+ * After the endless handler: 10 raises, each handled, with the 1 s budget
+ * of the tests that do not test the budget.  200 us is too little for a
+ * handler on the debug kernel under TCG, where an interrupt taken during
+ * it can take longer; ended before it acknowledged, an MSI device does not
+ * raise again.  How many were handled.
+ */
+static uint64_t raise_after_endless(struct __test_metadata *_metadata, void *uli)
+{
+	struct uli_stats st;
+	uint64_t n;
+
+	EXPECT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	n = raise_n(10);
+	if (n != 10 && !ULI_get_stats(uli, &st))
+		TH_LOG("calls %llu interrupts %llu deferred %llu timeouts %llu",
+		       (unsigned long long)st.calls, (unsigned long long)st.interrupts,
+		       (unsigned long long)st.deferred, (unsigned long long)st.aborted_timeout);
+	return n;
+}
+
+/*
  * 200 us of budget: a tick (4 ms at HZ=250) is far off, and on an idle
  * CPU it is stopped, so that without a timer of its own the handler would
  * run until some unrelated interrupt came, if ever.  Ended by its timer,
@@ -158,7 +179,7 @@ TEST_F(cpu, budget_on_idle_cpu)
 	EXPECT_GT(BUDGET_NS + BUDGET_SLACK_NS, st.max_handler_ns)
 		TH_LOG("ended after %llu ns", (unsigned long long)st.max_handler_ns);
 	/* The next interrupt is served normally. */
-	EXPECT_EQ(10, raise_n(10));
+	EXPECT_EQ(10, raise_after_endless(_metadata, self->uli));
 }
 
 static void spinner(void)
@@ -179,7 +200,7 @@ TEST_F(cpu, budget_on_busy_cpu)
 	EXPECT_LE(1, st.ctx_other);
 	EXPECT_GT(BUDGET_NS + BUDGET_SLACK_NS, st.max_handler_ns)
 		TH_LOG("ended after %llu ns", (unsigned long long)st.max_handler_ns);
-	EXPECT_EQ(10, raise_n(10));
+	EXPECT_EQ(10, raise_after_endless(_metadata, self->uli));
 }
 
 /* Raise from a thread on CPU 0 while CPU 1 goes offline. */
@@ -232,7 +253,17 @@ TEST_F(cpu, offline_online)
 	reraise = 0;
 	usleep(50000);
 	/* Nothing stranded: every raise from here is served, on either CPU. */
-	EXPECT_EQ(100, raise_n(100));
+	EXPECT_EQ(100, raise_n(100)) {
+		/* What is stranded where, for whoever debugs it. */
+		ULI_get_stats(self->uli, &st);
+		TH_LOG("calls %llu interrupts %llu deferred %llu; edu status %#x",
+		       (unsigned long long)st.calls, (unsigned long long)st.interrupts,
+		       (unsigned long long)st.deferred, edu_status(&e));
+		fflush(stdout);
+		if (system("cat /sys/kernel/debug/uli; grep -E 'CPU|uli' /proc/interrupts; "
+			   "setpci -s 00:05.0 COMMAND STATUS 2>/dev/null"))
+			TH_LOG("no dump");
+	}
 	ASSERT_EQ(0, cpu_online(1, 0));
 	EXPECT_EQ(100, raise_n(100)) TH_LOG("with CPU 1 offline");
 	ASSERT_EQ(0, cpu_online(1, 1));

@@ -236,10 +236,12 @@ TEST_F_TIMEOUT(uli, foreign_process_untouched, 600)
 	EXPECT_EQ(0, leaks) TH_LOG("the handler saw the foreign registers");
 	/*
 	 * Nothing per upcall: the main thread wakes for the final SIGUSR1
-	 * and, rarely, for unrelated reasons (1-4 seen over 100,000 upcalls);
-	 * a woken-thread delivery would add one per upcall.
+	 * and, rarely, for unrelated reasons (1-4 seen over 100,000 upcalls;
+	 * 21 over 20,000 on the debug kernel with threadirqs, whose slower
+	 * interrupt threads preempt it); a woken-thread delivery would add
+	 * one per upcall, N_RAISES in all.
 	 */
-	EXPECT_LE(main_after - main_before, 10);
+	EXPECT_LE(main_after - main_before, 10 + N_RAISES / 500);
 	EXPECT_LE(child_after - child_before, 200);
 	uu_stop(child);
 	EXPECT_EQ(0, ULI_destroy(uli));
