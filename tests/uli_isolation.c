@@ -237,9 +237,9 @@ TEST_F_TIMEOUT(uli, foreign_process_untouched, 600)
 	/*
 	 * Nothing per upcall: the main thread wakes for the final SIGUSR1
 	 * and, rarely, for unrelated reasons (1-4 seen over 100,000 upcalls;
-	 * 21 over 20,000 on the debug kernel with threadirqs, whose slower
-	 * interrupt threads preempt it); a woken-thread delivery would add
-	 * one per upcall, N_RAISES in all.
+	 * 21 over 20,000 on the debug kernel with threadirqs, on a host
+	 * loaded with a second guest); a woken-thread delivery would add one
+	 * per upcall, N_RAISES in all.
 	 */
 	EXPECT_LE(main_after - main_before, 10 + N_RAISES / 500);
 	EXPECT_LE(child_after - child_before, 200);
