@@ -58,24 +58,6 @@ static inline void wrpkru(uint32_t v)
 	__asm__ volatile ("wrpkru" : : "a" (v), "c" (0), "d" (0) : "memory");
 }
 
-static bool cpu_has(const char *flag)
-{
-	char line[4096];
-	bool found = false;
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "flags", 5)) {
-			char *p = strstr(line, flag);
-
-			found = p && (p[strlen(flag)] == ' ' || p[strlen(flag)] == '\n');
-		}
-	fclose(f);
-	return found;
-}
-
 /* --- Handlers ------------------------------------------------------------ */
 
 enum what { TSC, PKRU, PORT, READ_PAGE, CLOBBER_FPU, SPIN };
@@ -267,7 +249,7 @@ TEST(pkru_of_neighbour)
 	int cpu, status;
 	void *uli;
 
-	if (!cpu_has("ospke"))
+	if (!uu_cpuinfo_has("flags", "ospke"))
 		SKIP(return, "no protection keys (ospke) in this guest");
 	uli = setup(_metadata, &cpu);
 	if (!uli)

@@ -87,24 +87,6 @@ static void neighbour(void)
 	_exit(0);
 }
 
-static bool intel_with_mca(void)
-{
-	char line[4096];
-	bool intel = false, mca = false;
-	FILE *f = fopen("/proc/cpuinfo", "r");
-
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "vendor_id", 9))
-			intel = strstr(line, "GenuineIntel");
-		if (!strncmp(line, "flags", 5))
-			mca = strstr(line, " mce ") && strstr(line, " mca ");
-	}
-	fclose(f);
-	return intel && mca;
-}
-
 /* The physical address of a resident page of ours (root reads PFNs). */
 static uint64_t phys_of(void *p)
 {
@@ -151,7 +133,8 @@ TEST(machine_check_in_handler)
 
 	if (!getenv("ULI_MCE"))
 		SKIP(return, "needs the boot whose host injects machine checks (ULI_MCE=1)");
-	if (!intel_with_mca())
+	if (!uu_cpuinfo_has("vendor_id", "GenuineIntel") ||
+	    !uu_cpuinfo_has("flags", "mce") || !uu_cpuinfo_has("flags", "mca"))
 		SKIP(return, "needs an Intel CPU model with MCA (QEMU's AMD one panics)");
 	if (uu_ncpus() < 2)
 		SKIP(return, "needs a second CPU for the handler");

@@ -326,6 +326,32 @@ static inline long uu_meminfo_kb(const char *key)
 	return uu_field_kb("/proc/meminfo", key);
 }
 
+/*
+ * The first "key : value" line of /proc/cpuinfo whose key starts with
+ * @key: does its value have @word as a whole word?
+ */
+static inline bool uu_cpuinfo_has(const char *key, const char *word)
+{
+	char line[4096];
+	bool found = false;
+	size_t n = strlen(word);
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, ':');
+
+		if (strncmp(line, key, strlen(key)) || !p)
+			continue;
+		for (p = strstr(p, word); p && !found; p = strstr(p + 1, word))
+			found = p[-1] == ' ' && (p[n] == ' ' || p[n] == '\n');
+		break;
+	}
+	fclose(f);
+	return found;
+}
+
 /* A field of /proc/<pid>/status (0: self) in kB, or -1. */
 static inline long uu_status_kb(pid_t pid, const char *key)
 {
