@@ -324,6 +324,41 @@ TEST_F(err, line_held)
 	EXPECT_EQ(1, edu_intx_enabled(&self->e));
 }
 
+/*
+ * The reverse, for the /proc method: a description of edu@5 is refused
+ * at request_irq() because a registration holds the line unshared.  The
+ * claim must leave INTx off, as a release does: a device raised
+ * meanwhile would otherwise assert a line nobody serves.
+ */
+TEST_F(err, proc_claim_refused)
+{
+	struct uli_register r = self->r;
+	struct irq_user_dev d;
+	int pfd;
+
+	pfd = irq_open(self->e.irq, O_NONBLOCK);	/* open, not claimed */
+	ASSERT_LE(0, pfd) TH_LOG("/proc/irq/%d/irq: %s", self->e.irq, strerror(-pfd));
+	r.source = ULI_SOURCE_IRQ;
+	r.irq = self->e.irq;
+	r.domain = r.bus = r.devfn = 0;
+	ASSERT_EQ(0, reg(self->fd, &r));
+	ASSERT_EQ(0, edu_set_intx(&self->e, true));
+	edu_describe_intx(&self->e, &d);
+	EXPECT_EQ(-EBUSY, irq_set_device(pfd, &d));
+	EXPECT_EQ(0, edu_intx_enabled(&self->e)) TH_LOG("INTx left on");
+	ASSERT_EQ(0, edu_set_intx(&self->e, true));
+	edu_describe_mmio(&self->e, &d);
+	EXPECT_EQ(-EBUSY, irq_set_device(pfd, &d));
+	EXPECT_EQ(0, edu_intx_enabled(&self->e)) TH_LOG("INTx left on");
+	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
+	/* The line free again: the same file claims it, and turns INTx on. */
+	close(self->fd);
+	self->fd = -1;
+	ASSERT_EQ(0, irq_set_device(pfd, &d));
+	EXPECT_EQ(1, edu_intx_enabled(&self->e));
+	close(pfd);
+}
+
 /* Root without CAP_SYS_RAWIO cannot open /dev/uli. */
 TEST_F(err, no_rawio_eperm)
 {
