@@ -68,6 +68,7 @@ enum how { EXIT, KILL, DESTROY };
  */
 static void child(enum how how, int cpu, int wfd)
 {
+	pthread_attr_t attr;
 	pthread_t thr;
 	void *uli;
 
@@ -88,7 +89,14 @@ static void child(enum how how, int cpu, int wfd)
 	if (ULI_set_budget(uli, 1000000000ull))
 		_exit(8);
 	self_raise = !strcmp(ULI_mode(uli), "upcall");
-	if (!self_raise && pthread_create(&thr, NULL, storm_thread, NULL))
+	/*
+	 * A small stack: libuli locked the process's memory now and in
+	 * future, so a default 8 MiB thread stack would be populated whole,
+	 * a third of each owner's life here.
+	 */
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	if (!self_raise && pthread_create(&thr, &attr, storm_thread, NULL))
 		_exit(7);
 	edu_raise(&e, 1);
 	if (!uu_wait_count(&handled, 20, 5000))
