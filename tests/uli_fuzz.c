@@ -1936,6 +1936,11 @@ static void spurious_watch(void)
 		       lines[l], unh, cnt, act);
 		snprintf(buf, sizeof(buf), "uli_fuzz: diag: line %d %u unhandled\n", lines[l], unh);
 		uu_write_file("/dev/kmsg", buf);
+		/*
+		 * QEMU's IO-APIC state (its IRR: a level latched on a pin
+		 * while nothing asserts it) in qemu/run's monitor.log.
+		 */
+		uu_write_file("/dev/ttyS2", "ULI-MON info pic\n");
 		/* A trace set up around the run (see the report) stops here. */
 		if (getenv("ULI_FUZZ_TRACEOFF"))
 			uu_write_file("/sys/kernel/tracing/tracing_on", "0");
