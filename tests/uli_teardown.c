@@ -90,15 +90,18 @@ static void child(enum how how, int cpu, int wfd)
 	if (ULI_set_budget(uli, 1000000000ull))
 		_exit(8);
 	self_raise = !strcmp(ULI_mode(uli), "upcall");
-	/*
-	 * A small stack: libuli locked the process's memory now and in
-	 * future, so a default 8 MiB thread stack would be populated whole,
-	 * a third of each owner's life here.
-	 */
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	if (!self_raise && pthread_create(&thr, &attr, storm_thread, NULL))
-		_exit(7);
+	if (!self_raise) {
+		/*
+		 * A small stack: libuli locked the process's memory now and
+		 * in future, so a default 8 MiB thread stack would be
+		 * populated whole, a third of each owner's life here.
+		 */
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, 64 * 1024);
+		if (pthread_create(&thr, &attr, storm_thread, NULL))
+			_exit(7);
+		pthread_attr_destroy(&attr);
+	}
 	edu_raise(&e, 1);
 	if (self_raise)
 		uu_wait_count(&handled, 20, 5000);
