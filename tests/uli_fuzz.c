@@ -94,14 +94,14 @@ enum fz_stat {
 	S_REG_OK, S_REG_PROC_OK, S_REG_FAIL, S_RAW_REG_OK, S_RAW_SETDEV_OK,
 	S_RAW_IOCTL, S_RAW_READ_OK, S_MMAP_OK, S_SLEEP_OK, S_SLEEP_EINTR,
 	S_SLEEP_OTHER, S_FORK, S_EXEC, S_KILL, S_THREAD, S_ABORT_SIG,
-	S_DESTROY, S_PIN_OK, S_NR
+	S_DESTROY, S_PIN_OK, S_RAISE, S_RAISE_ODD, S_NR
 };
 
 static const char *const stat_name[S_NR] = {
 	"reg-ok", "reg-proc-ok", "reg-fail", "raw-reg-ok", "raw-setdev-ok",
 	"raw-ioctls", "raw-read-ok", "mmap-ok", "sleep-ok", "sleep-eintr",
 	"sleep-other", "forks", "execs", "kills", "threads", "abort-signals",
-	"destroys", "pin-ok",
+	"destroys", "pin-ok", "raises", "raises-skipped-odd",
 };
 
 struct shared {
@@ -111,6 +111,8 @@ struct shared {
 	atomic_int pids[MAX_WORKERS];
 	_Atomic uint64_t st[S_NR];
 	_Atomic uint64_t reg_errno[2][136];	/* failed registrations: libuli, raw */
+	_Atomic uint64_t odd_trying[NDEV];	/* see odd_desc_mark() */
+	_Atomic uint64_t odd_claim[NDEV];
 };
 
 static struct shared *sh;
@@ -374,6 +376,59 @@ static bool dev_live(int i)
 }
 
 /*
+ * A /proc description with altered fields that the kernel accepts may
+ * name a wrong status register, mask or acknowledgement: the kernel can
+ * check that they lie in the device's BAR, not that they are the
+ * device's.  Its handler then answers the device's interrupts IRQ_NONE,
+ * or acknowledges nothing, and the kernel disables the line ("nobody
+ * cared"): Linux's answer to a misdescribed device, not a fault of the
+ * code under test.  On one CPU the storm such a claim meets starves
+ * everything else until the kernel does so, and most runs there saw it.
+ * So a device (every device, if the description's address or the whole
+ * description was altered) is left alone while such a description is
+ * being tried (odd_trying, for at most ODD_TRY_NS: the trier may be
+ * killed), and, once one was accepted, until the device is seen
+ * unclaimed (odd_claim).
+ */
+#define ODD_TRY_NS	(2000 * 1000000ull)
+
+/* Before the try: d, or -1 for every device.  Returns the mark. */
+static uint64_t odd_desc_mark(int d)
+{
+	uint64_t now = uu_now_ns();
+
+	for (int i = 0; i < NDEV; i++)
+		if (d < 0 || i == d)
+			atomic_store(&sh->odd_trying[i], now);
+	return now;
+}
+
+/* After it: the kernel accepted it or not. */
+static void odd_desc_done(int d, uint64_t mark, bool accepted)
+{
+	for (int i = 0; i < NDEV; i++) {
+		uint64_t m = mark;
+
+		if (d >= 0 && i != d)
+			continue;
+		if (accepted)
+			atomic_store(&sh->odd_claim[i], uu_now_ns());
+		atomic_compare_exchange_strong(&sh->odd_trying[i], &m, 0);
+	}
+}
+
+/* Is device i to be left alone for an odd description? */
+static bool odd_desc(int i, bool claimed)
+{
+	uint64_t t = atomic_load(&sh->odd_trying[i]);
+	uint64_t c = atomic_load(&sh->odd_claim[i]);
+
+	if (c && !claimed)
+		atomic_compare_exchange_strong(&sh->odd_claim[i], &c, 0);
+	return (t && uu_now_ns() - t < ODD_TRY_NS) || (c && claimed);
+}
+
+/*
  * May device i assert its INTx now?  Only while it is claimed (ULI INTx
  * or MSI, a described /proc file: driver_override set), for two reasons
  * seen in the first runs, neither a fault of the code under test:
@@ -411,6 +466,11 @@ static bool may_raise(int i)
 	if (!dev_claimed(i)) {
 		msi_seen_on[i] = false;
 		claim_seen_ns[i] = 0;
+		odd_desc(i, false);
+		return false;
+	}
+	if (odd_desc(i, true)) {
+		count(S_RAISE_ODD);
 		return false;
 	}
 	if (!claim_seen_ns[i])
@@ -422,8 +482,10 @@ static bool may_raise(int i)
 
 static void raise_dev(int i, uint32_t bits)
 {
-	if (devs[i].regs && may_raise(i))
+	if (devs[i].regs && may_raise(i)) {
+		count(S_RAISE);
 		edu_raise(&devs[i], bits);
+	}
 }
 
 /* Acknowledge a device, if it is claimed (see may_raise(): QEMU's latch). */
@@ -1395,7 +1457,9 @@ static void raw_register(void)
 static void raw_set_device(void)
 {
 	struct irq_user_dev dv;
-	int d = rnd(NDEV), i, n;
+	int d = rnd(NDEV), i, n, odd = -2;	/* -2 none, -1 all, else d */
+	bool whole = chance(5), ok;
+	uint64_t mark = 0;
 
 	if (chance(50))
 		edu_describe_mmio(&devs[d], &dv);
@@ -1403,7 +1467,10 @@ static void raw_set_device(void)
 		edu_describe_intx(&devs[d], &dv);
 	n = chance(35) ? 0 : 1 + rnd(3);
 	for (i = 0; i < n; i++) {
-		switch (rnd(15)) {
+		int f = rnd(15);
+
+		odd = f >= 2 && f <= 4 ? -1 : odd == -1 ? -1 : d;
+		switch (f) {
 		case 0: mutate_u64(&dv.type, 4); break;
 		case 1: mutate_u64(&dv.flags, 4); break;
 		case 2: mutate_u64(&dv.domain, 4); break;
@@ -1427,10 +1494,17 @@ static void raw_set_device(void)
 	 */
 	if (dv.mmio.ack_off >= EDU_DMA_FIRST && dv.mmio.ack_off < EDU_DMA_END)
 		dv.mmio.ack_off = EDU_DMA_END;
+	if (whole)
+		odd = -1;
+	if (odd != -2)
+		mark = odd_desc_mark(odd);
 	count(S_RAW_IOCTL);
-	if (!ioctl(raw_fd(), IRQ_USER_SET_DEVICE,
-		   chance(95) ? (void *)&dv : (void *)(uintptr_t)raw_ptr(sizeof(dv))))
+	ok = !ioctl(raw_fd(), IRQ_USER_SET_DEVICE,
+		    whole ? (void *)(uintptr_t)raw_ptr(sizeof(dv)) : (void *)&dv);
+	if (ok)
 		count(S_RAW_SETDEV_OK);
+	if (odd != -2)
+		odd_desc_done(odd, mark, ok);
 }
 
 /* The real /dev/uli calls with odd arguments, or any number at all. */
@@ -1690,8 +1764,7 @@ static void storm(void)
 	while (!atomic_load(&sh->stop)) {
 		/* Never an acknowledgement: see ack_dev(). */
 		for (int i = 0; i < NDEV; i++)
-			if (devs[i].regs && may_raise(i))
-				edu_raise(&devs[i], chance(90) ? 1 : 1u << rnd(32));
+			raise_dev(i, chance(90) ? 1 : 1u << rnd(32));
 		nap_us(rnd(1500));
 	}
 	_exit(0);
