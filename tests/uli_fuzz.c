@@ -113,6 +113,7 @@ struct shared {
 	_Atomic uint64_t reg_errno[2][136];	/* failed registrations: libuli, raw */
 	_Atomic uint64_t odd_trying[NDEV];	/* see odd_desc_mark() */
 	_Atomic uint64_t odd_claim[NDEV];
+	_Atomic uint32_t raise_req[NDEV];	/* see raise_dev() */
 };
 
 static struct shared *sh;
@@ -480,12 +481,18 @@ static bool may_raise(int i)
 	return dev_live(i);
 }
 
+/*
+ * A worker's raise: done by the storm, which checks may_raise() and
+ * raises with nothing in between.  A worker, preempted between the two,
+ * could raise a device whose claim had ended and whose next claim was
+ * being set up, INTx off and MSI not yet on: edu keeps that level
+ * through MSI mode, and the next claim's end turns INTx on under it (on
+ * one CPU that happened; the storm runs SCHED_FIFO above every other
+ * task, so no claim can change under its check there).
+ */
 static void raise_dev(int i, uint32_t bits)
 {
-	if (devs[i].regs && may_raise(i)) {
-		count(S_RAISE);
-		edu_raise(&devs[i], bits);
-	}
+	atomic_fetch_or(&sh->raise_req[i], bits ? bits : 1);
 }
 
 /* Acknowledge a device, if it is claimed (see may_raise(): QEMU's latch). */
@@ -1763,8 +1770,15 @@ static void storm(void)
 	sched_setscheduler(0, SCHED_FIFO, &sp);
 	while (!atomic_load(&sh->stop)) {
 		/* Never an acknowledgement: see ack_dev(). */
-		for (int i = 0; i < NDEV; i++)
-			raise_dev(i, chance(90) ? 1 : 1u << rnd(32));
+		for (int i = 0; i < NDEV; i++) {
+			uint32_t bits = atomic_exchange(&sh->raise_req[i], 0);
+
+			bits |= chance(90) ? 1 : 1u << rnd(32);
+			if (devs[i].regs && may_raise(i)) {
+				count(S_RAISE);
+				edu_raise(&devs[i], bits);
+			}
+		}
 		nap_us(rnd(1500));
 	}
 	_exit(0);
