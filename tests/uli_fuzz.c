@@ -111,7 +111,7 @@ struct shared {
 	atomic_int pids[MAX_WORKERS];
 	_Atomic uint64_t st[S_NR];
 	_Atomic uint64_t reg_errno[2][136];	/* failed registrations: libuli, raw */
-	_Atomic uint64_t odd_trying[NDEV];	/* see odd_desc_mark() */
+	atomic_int odd_trying[NDEV];		/* see odd_desc_mark() */
 	_Atomic uint64_t odd_claim[NDEV];
 	_Atomic uint32_t raise_req[NDEV];	/* see raise_dev() */
 };
@@ -387,46 +387,47 @@ static bool dev_live(int i)
  * everything else until the kernel does so, and most runs there saw it.
  * So a device (every device, if the description's address or the whole
  * description was altered) is left alone while such a description is
- * being tried (odd_trying, for at most ODD_TRY_NS: the trier may be
- * killed), and, once one was accepted, until the device is seen
+ * being tried (odd_trying: the trier's pid, while that process lives;
+ * on one CPU a trier can wait seconds for the CPU between its ioctl and
+ * its next step), and, once one was accepted, until the device is seen
  * unclaimed (odd_claim).
  */
-#define ODD_TRY_NS	(2000 * 1000000ull)
 
-/* Before the try: d, or -1 for every device.  Returns the mark. */
-static uint64_t odd_desc_mark(int d)
+/* Before the try: d, or -1 for every device. */
+static void odd_desc_mark(int d)
 {
-	uint64_t now = uu_now_ns();
-
 	for (int i = 0; i < NDEV; i++)
 		if (d < 0 || i == d)
-			atomic_store(&sh->odd_trying[i], now);
-	return now;
+			atomic_store(&sh->odd_trying[i], getpid());
 }
 
 /* After it: the kernel accepted it or not. */
-static void odd_desc_done(int d, uint64_t mark, bool accepted)
+static void odd_desc_done(int d, bool accepted)
 {
 	for (int i = 0; i < NDEV; i++) {
-		uint64_t m = mark;
+		int me = getpid();
 
 		if (d >= 0 && i != d)
 			continue;
 		if (accepted)
 			atomic_store(&sh->odd_claim[i], uu_now_ns());
-		atomic_compare_exchange_strong(&sh->odd_trying[i], &m, 0);
+		atomic_compare_exchange_strong(&sh->odd_trying[i], &me, 0);
 	}
 }
 
 /* Is device i to be left alone for an odd description? */
 static bool odd_desc(int i, bool claimed)
 {
-	uint64_t t = atomic_load(&sh->odd_trying[i]);
+	int t = atomic_load(&sh->odd_trying[i]);
 	uint64_t c = atomic_load(&sh->odd_claim[i]);
 
+	if (t && kill(t, 0) && errno == ESRCH) {
+		atomic_compare_exchange_strong(&sh->odd_trying[i], &t, 0);
+		t = 0;
+	}
 	if (c && !claimed)
 		atomic_compare_exchange_strong(&sh->odd_claim[i], &c, 0);
-	return (t && uu_now_ns() - t < ODD_TRY_NS) || (c && claimed);
+	return t || (c && claimed);
 }
 
 /*
@@ -1466,7 +1467,6 @@ static void raw_set_device(void)
 	struct irq_user_dev dv;
 	int d = rnd(NDEV), i, n, odd = -2;	/* -2 none, -1 all, else d */
 	bool whole = chance(5), ok;
-	uint64_t mark = 0;
 
 	if (chance(50))
 		edu_describe_mmio(&devs[d], &dv);
@@ -1504,14 +1504,14 @@ static void raw_set_device(void)
 	if (whole)
 		odd = -1;
 	if (odd != -2)
-		mark = odd_desc_mark(odd);
+		odd_desc_mark(odd);
 	count(S_RAW_IOCTL);
 	ok = !ioctl(raw_fd(), IRQ_USER_SET_DEVICE,
 		    whole ? (void *)(uintptr_t)raw_ptr(sizeof(dv)) : (void *)&dv);
 	if (ok)
 		count(S_RAW_SETDEV_OK);
 	if (odd != -2)
-		odd_desc_done(odd, mark, ok);
+		odd_desc_done(odd, ok);
 }
 
 /* The real /dev/uli calls with odd arguments, or any number at all. */
