@@ -78,6 +78,21 @@ static void tracing_off(void)
 	tracefs_write("set_ftrace_filter", "", false);
 }
 
+/* tracefs mounted, with kprobe events; or why not. */
+static const char *tracefs_ready(void)
+{
+	static char why[96];
+
+	if (access(TRACING "trace", F_OK) &&
+	    mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL)) {
+		snprintf(why, sizeof(why), "no tracefs: %s", strerror(errno));
+		return why;
+	}
+	if (access(TRACING "kprobe_events", F_OK))
+		return "no kprobe events in this kernel";
+	return NULL;
+}
+
 /* Raise until handled reaches want; false after 2 s. */
 static bool raise_wait(uint64_t want)
 {
@@ -89,14 +104,11 @@ TEST(tracers_on_during_upcalls)
 {
 	uint64_t i, n = uu_test_n(200) + 100, base;
 	struct uli_stats st;
+	const char *why = tracefs_ready();
 	long entries, returns;
 
-	if (access(TRACING "trace", F_OK) &&
-	    mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL))
-		SKIP(return, "no tracefs: %s", strerror(errno));
-	if (access(TRACING "kprobe_events", F_OK))
-		SKIP(return, "no kprobe events in this kernel");
-
+	if (why)
+		SKIP(return, "%s", why);
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
 	edu_ack(&e, ~0u);
 	uli = ULI_register_pci(e.bdf, handler, NULL, 1, NULL, 0, ULI_INTX);
@@ -178,14 +190,11 @@ TEST(tracers_on_during_upcalls)
  */
 TEST(msi_release_keeps_intx_off)
 {
+	const char *why = tracefs_ready();
 	long on;
 
-	if (access(TRACING "trace", F_OK) &&
-	    mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL))
-		SKIP(return, "no tracefs: %s", strerror(errno));
-	if (access(TRACING "kprobe_events", F_OK))
-		SKIP(return, "no kprobe events in this kernel");
-
+	if (why)
+		SKIP(return, "%s", why);
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
 	edu_ack(&e, ~0u);
 	tracing_off();
