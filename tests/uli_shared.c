@@ -6,6 +6,8 @@
  * disabled, and a blocked registration (its device masked with DisINTx)
  * does not starve the other device.
  */
+#include <pthread.h>
+
 #include "proc_util.h"
 #include "uli_util.h"
 
@@ -136,6 +138,84 @@ TEST_F_TIMEOUT(sh, blocked_does_not_starve_the_other, 300)
 	ULI_unblock_intr(self->uli);
 	EXPECT_TRUE(uu_wait_count(&handled, 1, 2000));
 	EXPECT_EQ(0, edu_status(&e4));
+}
+
+/* edu@8's interrupts, back to back, until told to stop. */
+static volatile bool fire_stop;
+
+struct fire_arg {
+	const struct edu *e8;
+	int uio;
+	long events;
+};
+
+static void *fire_thread(void *p)
+{
+	struct fire_arg *a = p;
+
+	while (!fire_stop) {
+		edu_raise(a->e8, 1);
+		if (uio_complete(a->e8, a->uio) > 0)
+			a->events++;
+	}
+	return NULL;
+}
+
+static void noack_handler(void *arg)
+{
+	(void)arg;
+	handled++;
+}
+
+/*
+ * A registration made while the shared line fires, its device with an
+ * interrupt pending.  The line's interrupt can reach our hard handler
+ * between request_irq() and the claim turning INTx on: the handler masks
+ * the pending device, and INTx turned on after that left it asserting
+ * with the registration believing it masked, answering IRQ_NONE until
+ * the kernel disabled the line (a long fuzz run found the state: INTx
+ * on, the device pending, the line 66,819 IRQ_NONE answers deep).  The
+ * handler never acknowledges, so the device stays pending: it must stay
+ * masked, whenever the registration was made.
+ */
+TEST_F_TIMEOUT(sh, register_while_line_fires, 300)
+{
+	struct fire_arg a = { .e8 = &self->e8, .uio = self->uio };
+	int i, n = 200, bad = -1;
+	pthread_t thr;
+
+	ASSERT_EQ(0, ULI_destroy(self->uli));
+	self->uli = NULL;
+	/* Interrupts nested in a call count against its budget. */
+	signal(SIGXCPU, SIG_IGN);
+	fire_stop = false;
+	ASSERT_EQ(0, pthread_create(&thr, NULL, fire_thread, &a));
+	for (i = 0; i < n; i++) {
+		void *uli;
+
+		edu_raise(&e4, 1);		/* pending; INTx is off */
+		handled = 0;
+		uli = ULI_register_pci(e4.bdf, noack_handler, NULL, 0, NULL, 0, ULI_INTX);
+		if (!uli) {
+			bad = errno;
+			break;
+		}
+		uu_wait_count(&handled, 1, 2000);
+		usleep(2000);
+		if (edu_intx_pending(&e4) && edu_intx_enabled(&e4) == 1)
+			bad = 0;
+		ULI_destroy(uli);
+		edu_ack(&e4, ~0u);
+		if (bad >= 0)
+			break;
+	}
+	fire_stop = true;
+	pthread_join(thr, NULL);
+	EXPECT_EQ(-1, bad) TH_LOG("registration %d: %s", i,
+				  bad ? strerror(bad) : "INTx on under a pending device");
+	EXPECT_LT(0, a.events);
+	EXPECT_EQ(0, irq_ddepth(e4.irq));	/* the line was never disabled */
+	TH_LOG("%d registrations, %ld interrupts of edu@8 meanwhile", i, a.events);
 }
 
 TEST_HARNESS_MAIN
