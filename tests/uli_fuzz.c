@@ -1796,7 +1796,7 @@ struct worker {
 static struct worker workers[MAX_WORKERS];
 static pid_t storm_pid, pgid;
 static uint64_t seed, spawned;
-static uint64_t exits_ok, exits_code, orphans, deadline_kills;
+static uint64_t exits_ok, exits_code, orphans, deadline_kills, orphan_kills;
 static uint64_t sig_deaths[65];
 static int failures;
 
@@ -1977,8 +1977,9 @@ static void print_stats(const char *when, uint64_t t0)
 	for (i = 1; i < 65; i++)
 		if (sig_deaths[i])
 			printf(" %s %llu", strsignal(i), (unsigned long long)sig_deaths[i]);
-	printf("; orphans %llu, deadline kills %llu\n  ", (unsigned long long)orphans,
-	       (unsigned long long)deadline_kills);
+	printf("; orphans %llu, deadline kills %llu (orphans %llu)\n  ",
+	       (unsigned long long)orphans, (unsigned long long)deadline_kills,
+	       (unsigned long long)orphan_kills);
 	for (i = 0; i < S_NR; i++)
 		printf("%s %llu%s", stat_name[i], (unsigned long long)atomic_load(&sh->st[i]),
 		       i + 1 < S_NR ? ", " : "\n");
@@ -2062,9 +2063,50 @@ static void spurious_watch(void)
 }
 
 /* Run total operations with up to MAX_WORKERS workers, then kill all. */
+/*
+ * The workers' descendants, reparented here when their parents die, get
+ * the workers' deadline too.  One that sleeps for good (a ULI_sleep()
+ * with no timer, a blocking read) would otherwise keep its registrations,
+ * and their handlers the CPU, to the end of the run.
+ */
+#define MAX_ORPHANS	256
+
+static struct orphan { pid_t pid; bool killed; uint64_t seen_ns; } orph[MAX_ORPHANS];
+static int norph;
+
+static void orphan_deadlines(uint64_t now)
+{
+	struct orphan next[MAX_ORPHANS];
+	pid_t kids[MAX_ORPHANS];
+	int n = children(kids, MAX_ORPHANS), nn = 0, i, j;
+
+	for (i = 0; i < n; i++) {
+		bool worker = kids[i] == storm_pid;
+
+		for (j = 0; j < MAX_WORKERS && !worker; j++)
+			worker = workers[j].pid == kids[i];
+		if (worker)
+			continue;
+		next[nn] = (struct orphan){ .pid = kids[i], .seen_ns = now };
+		for (j = 0; j < norph; j++)
+			if (orph[j].pid == kids[i])
+				next[nn] = orph[j];
+		if (!next[nn].killed &&
+		    now - next[nn].seen_ns >= WORKER_DEADLINE_S * 1000000000ull) {
+			next[nn].killed = true;
+			orphan_kills++;
+			kill(kids[i], SIGKILL);
+		}
+		nn++;
+	}
+	memcpy(orph, next, nn * sizeof(next[0]));
+	norph = nn;
+}
+
 static bool run_phase(uint64_t total, const char *name)
 {
 	uint64_t t0 = uu_now_ns(), last_ops = 0, last_change = t0, next_print;
+	uint64_t last_orphans = t0;
 	uint64_t step = total / 10 ? total / 10 : 1;
 	int i;
 
@@ -2086,6 +2128,10 @@ static bool run_phase(uint64_t total, const char *name)
 
 		reap();
 		spurious_watch();
+		if (now - last_orphans > 1000000000ull) {
+			orphan_deadlines(now);
+			last_orphans = now;
+		}
 		for (i = 0; i < MAX_WORKERS; i++) {
 			if (workers[i].pid)
 				continue;
