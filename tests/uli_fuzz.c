@@ -2062,7 +2062,6 @@ static void spurious_watch(void)
 	}
 }
 
-/* Run total operations with up to MAX_WORKERS workers, then kill all. */
 /*
  * The workers' descendants, reparented here when their parents die, get
  * the workers' deadline too.  One that sleeps for good (a ULI_sleep()
@@ -2103,6 +2102,7 @@ static void orphan_deadlines(uint64_t now)
 	norph = nn;
 }
 
+/* Run total operations with up to MAX_WORKERS workers, then kill all. */
 static bool run_phase(uint64_t total, const char *name)
 {
 	uint64_t t0 = uu_now_ns(), last_ops = 0, last_change = t0, next_print;
