@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -123,6 +124,15 @@ static void __uli_proc_call(struct uli *u)
 		atomic_store(&u->max_ns, dt);
 }
 
+/* Interrupts that read() reported, for the next call. */
+static void __uli_proc_add(struct uli *u, const struct irq_user_event *ev)
+{
+	atomic_fetch_add(&u->interrupts, ev->count);
+	atomic_fetch_add(&u->pending, ev->count);
+	u->cycles = ev->cycles;
+	u->status |= ev->status;
+}
+
 /*
  * The thread blocks in read(), as the 2005 /proc method intends: one
  * system call per batch of interrupts.  Cancellation (ULI_destroy) is
@@ -131,6 +141,7 @@ static void __uli_proc_call(struct uli *u)
 static void *__uli_proc_thread(void *arg)
 {
 	struct uli *u = arg;
+	struct pollfd pfd = { .fd = u->fd, .events = POLLIN };
 	struct irq_user_event ev;
 	ssize_t n;
 
@@ -150,9 +161,17 @@ static void *__uli_proc_thread(void *arg)
 			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 			if (n != sizeof(ev))
 				continue;	/* EINTR */
-			atomic_fetch_add(&u->interrupts, ev.count);
-			atomic_fetch_add(&u->pending, ev.count);
-			u->cycles = ev.cycles;
+			u->status = 0;
+			__uli_proc_add(u, &ev);
+		} else if (u->kernel_acks && poll(&pfd, 1, 0) == 1 &&
+			   read(u->fd, &ev, sizeof(ev)) == sizeof(ev)) {
+			/*
+			 * Left over from a block: what came in since is part
+			 * of the same call, as in the upcall method.  Only a
+			 * device the kernel acknowledges: poll() would lift
+			 * a mask from one still waiting for its handler.
+			 */
+			__uli_proc_add(u, &ev);
 		}
 
 		/* block_intr() sets blocked, then waits for running to clear. */
@@ -516,17 +535,15 @@ static int __uli_pci_lookup(const char *bdf, struct irq_user_dev *dev, int *irq)
 	return *irq > 0 ? 0 : -ENODEV;
 }
 
-void *ULI_register_pci(const char *bdf, uli_func_t func, void *arg,
-		       int nsemas, void *stack, int stacksize, int flags)
+/* ULI_register_pci() and ULI_register_mmio(); @regs for ULI_MMIO_DESC. */
+static void *__uli_register_pci(const char *bdf, const struct uli_mmio_regs *regs,
+				uli_func_t func, void *arg, int nsemas,
+				void *stack, int stacksize, int flags)
 {
 	struct irq_user_dev dev;
 	struct uli *u;
 	int ret, irq = -1;
 
-	if (flags != ULI_INTX && flags != ULI_MSI) {
-		errno = EINVAL;
-		return NULL;
-	}
 	/* Arguments first: a refused call leaves the device as it was. */
 	u = __uli_alloc(func, arg, nsemas, stack, stacksize);
 	if (!u)
@@ -537,8 +554,43 @@ void *ULI_register_pci(const char *bdf, uli_func_t func, void *arg,
 		errno = -ret;
 		return NULL;
 	}
+	if (regs) {
+		u->kernel_acks = true;
+		/* The kernel checks the fields, in both methods. */
+		dev.type = IRQ_USER_DEV_MMIO;
+		dev.mmio = (struct irq_user_mmio){
+			.bar = regs->bar,
+			.status_off = regs->status_off,
+			.status_mask = regs->status_mask,
+			.ack_off = regs->ack_off,
+			.ack_mode = regs->ack_mode,
+			.ack_value = regs->ack_value,
+		};
+	}
 	u->irq = flags == ULI_MSI ? -1 : irq;
 	return __uli_start(u, &dev, flags);
+}
+
+void *ULI_register_pci(const char *bdf, uli_func_t func, void *arg,
+		       int nsemas, void *stack, int stacksize, int flags)
+{
+	if (flags != ULI_INTX && flags != ULI_MSI) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return __uli_register_pci(bdf, NULL, func, arg, nsemas, stack, stacksize, flags);
+}
+
+void *ULI_register_mmio(const char *bdf, const struct uli_mmio_regs *regs,
+			uli_func_t func, void *arg, int nsemas, void *stack,
+			int stacksize)
+{
+	if (!regs) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return __uli_register_pci(bdf, regs, func, arg, nsemas, stack, stacksize,
+				  ULI_MMIO_DESC);
 }
 
 int ULI_destroy(void *uli)
@@ -676,6 +728,17 @@ uint64_t ULI_hardirq_cycles(void *uli)
 	if (u->mode == ULI_METHOD_UPCALL)
 		return u->shared ? ((const volatile struct uli_page *)u->shared)->hardirq_tsc : 0;
 	return u->cycles;
+}
+
+uint32_t ULI_status(void *uli)
+{
+	struct uli *u = uli;
+
+	if (!u)
+		return 0;
+	if (u->mode == ULI_METHOD_UPCALL)
+		return u->shared ? ((const volatile struct uli_page *)u->shared)->status : 0;
+	return u->status;
 }
 
 uint64_t ULI_upcall_cycles(void *uli)

@@ -49,6 +49,34 @@ int ULI_destroy(void *uli);
 /* Extensions. */
 
 /*
+ * A device's interrupt status and acknowledge registers, 32 bits wide, in
+ * one memory BAR: the kernel tells that the device interrupts by
+ * (status & status_mask) != 0 and acknowledges it itself, so its line may
+ * be shared without PCI 2.3 INTx masking and is never masked.
+ */
+struct uli_mmio_regs {
+	uint32_t bar;		/* 0-5 */
+	uint32_t status_off;	/* offsets in the BAR, 4-byte aligned */
+	uint32_t status_mask;	/* not 0 */
+	uint32_t ack_off;
+	uint32_t ack_mode;	/* ULI_ACK_STATUS or ULI_ACK_VALUE */
+	uint32_t ack_value;	/* for ULI_ACK_VALUE; else 0 */
+};
+
+#define ULI_ACK_STATUS	0	/* write back the status bits seen */
+#define ULI_ACK_VALUE	1	/* write ack_value */
+
+void *ULI_register_mmio(const char *bdf, const struct uli_mmio_regs *regs,
+			uli_func_t func, void *arg, int nsemas, void *stack,
+			int stacksize);
+/*
+ * From the handler of a ULI_register_mmio() registration: the status bits
+ * the kernel acknowledged for this call (of every interrupt since the
+ * previous call, ORed).  0 for other registrations.
+ */
+uint32_t ULI_status(void *uli);
+
+/*
  * Pin the pages covering [addr, addr + len) for the handler until the
  * registration ends: present, writable, never migrated or shared
  * copy-on-write with a fork child.  Charged to RLIMIT_MEMLOCK.  The

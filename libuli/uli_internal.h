@@ -17,6 +17,9 @@
 
 enum { ULI_METHOD_UPCALL, ULI_METHOD_PROC };
 
+/* ULI_register_pci()'s flags, and this one for ULI_register_mmio(). */
+#define ULI_MMIO_DESC	0x100
+
 struct irq_user_dev;
 
 /* What the trampoline (asm/uli_trampoline.asm) finds at %rdi. */
@@ -59,6 +62,8 @@ struct uli {
 	atomic_uint pending;
 	atomic_uint_fast64_t calls, interrupts, max_ns;
 	uint64_t cycles;		/* of the batch being handled */
+	uint32_t status;		/* ... and its acknowledged status bits */
+	bool kernel_acks;		/* ULI_register_mmio(): never masked */
 
 	/* upcall method */
 	int ulifd;			/* /dev/uli */

@@ -76,20 +76,33 @@ struct bad_field {
 	int err;
 };
 
+/* edu's status and acknowledge registers, ULI_SOURCE_PCI_MMIO. */
+static void mmio_edu(struct uli_register *r)
+{
+	r->source = ULI_SOURCE_PCI_MMIO;
+	r->mmio = (struct irq_user_mmio){
+		.bar = 0,
+		.status_off = EDU_REG_IRQ_STATUS,
+		.status_mask = ~0u,
+		.ack_off = EDU_REG_IRQ_ACK,
+		.ack_mode = IRQ_USER_ACK_STATUS,
+	};
+}
+
 #define SPOIL(name, body) \
 	static void spoil_##name(struct uli_register *r, void *stack) \
 	{ (void)stack; body; }
 #define BAD(name, err) { #name, spoil_##name, err }
 
 SPOIL(source_0, r->source = 0)
-SPOIL(source_4, r->source = 4)
+SPOIL(source_5, r->source = 5)
 SPOIL(irq_negative, r->source = ULI_SOURCE_IRQ; r->irq = -1;
       r->domain = r->bus = r->devfn = 0)
 SPOIL(irq_with_bdf, r->source = ULI_SOURCE_IRQ; r->irq = 10)
 SPOIL(pci_with_irq, r->irq = 10)
 SPOIL(pad, r->__pad = 1)
 SPOIL(flags, r->flags = 1)
-SPOIL(reserved, r->__reserved[3] = 1)
+SPOIL(reserved, r->__reserved[0] = 1)
 SPOIL(nsemas, r->nsemas = ULI_MAX_SEMAS + 1)
 SPOIL(budget_small, r->budget_ns = 999)
 SPOIL(budget_large, r->budget_ns = 1000000001ull)
@@ -105,9 +118,24 @@ SPOIL(no_device, r->devfn = 0x1f << 3)
 /* Pinning fails: part of the stack is not mapped, or not writable. */
 SPOIL(stack_unmapped, munmap((char *)stack + STACK_SIZE - 4096, 4096))
 SPOIL(stack_readonly, mprotect(stack, STACK_SIZE, PROT_READ))
+/* Register fields with another source; then bad descriptions of edu. */
+SPOIL(mmio_on_intx, r->mmio.status_mask = 1)
+SPOIL(mmio_on_msi, r->source = ULI_SOURCE_PCI_MSI; r->mmio.ack_off = 4)
+SPOIL(mmio_on_irq, r->source = ULI_SOURCE_IRQ; r->irq = 10;
+      r->domain = r->bus = r->devfn = 0; r->mmio.bar = 1)
+SPOIL(mmio_bar_6, mmio_edu(r); r->mmio.bar = 6)
+SPOIL(mmio_bar_absent, mmio_edu(r); r->mmio.bar = 1)
+SPOIL(mmio_mask_0, mmio_edu(r); r->mmio.status_mask = 0)
+SPOIL(mmio_status_unaligned, mmio_edu(r); r->mmio.status_off = 0x26)
+SPOIL(mmio_ack_unaligned, mmio_edu(r); r->mmio.ack_off = 0x65)
+SPOIL(mmio_status_past_bar, mmio_edu(r); r->mmio.status_off = 1 << 20)
+SPOIL(mmio_ack_wraps, mmio_edu(r); r->mmio.ack_off = 0xfffffffc)
+SPOIL(mmio_ack_mode, mmio_edu(r); r->mmio.ack_mode = 2)
+SPOIL(mmio_ack_value_unused, mmio_edu(r); r->mmio.ack_value = 1)
+SPOIL(mmio_with_irq, mmio_edu(r); r->irq = 10)
 
 static const struct bad_field bad[] = {
-	BAD(source_0, EINVAL), BAD(source_4, EINVAL),
+	BAD(source_0, EINVAL), BAD(source_5, EINVAL),
 	BAD(irq_negative, EINVAL), BAD(irq_with_bdf, EINVAL),
 	BAD(pci_with_irq, EINVAL), BAD(pad, EINVAL), BAD(flags, EINVAL),
 	BAD(reserved, EINVAL), BAD(nsemas, EINVAL),
@@ -118,6 +146,13 @@ static const struct bad_field bad[] = {
 	BAD(stack_kernel, EFAULT), BAD(fsbase_kernel, EFAULT),
 	BAD(no_device, ENODEV),
 	BAD(stack_unmapped, EFAULT), BAD(stack_readonly, EFAULT),
+	BAD(mmio_on_intx, EINVAL), BAD(mmio_on_msi, EINVAL),
+	BAD(mmio_on_irq, EINVAL), BAD(mmio_bar_6, EINVAL),
+	BAD(mmio_bar_absent, EINVAL), BAD(mmio_mask_0, EINVAL),
+	BAD(mmio_status_unaligned, EINVAL), BAD(mmio_ack_unaligned, EINVAL),
+	BAD(mmio_status_past_bar, EINVAL), BAD(mmio_ack_wraps, EINVAL),
+	BAD(mmio_ack_mode, EINVAL), BAD(mmio_ack_value_unused, EINVAL),
+	BAD(mmio_with_irq, EINVAL),
 };
 
 TEST_F(err, register_fields)
@@ -145,6 +180,22 @@ TEST_F(err, register_fields)
 	EXPECT_EQ(1, edu_intx_enabled(&self->e));
 	/* Once. */
 	EXPECT_EQ(EBUSY, reg(self->fd, &self->r));
+}
+
+/*
+ * The good description of edu registers; the device's INTx is turned on
+ * (the status register tells the handler), and the line shared.
+ */
+TEST_F(err, mmio_description_registers)
+{
+	struct uli_register r = self->r;
+
+	mmio_edu(&r);
+	ASSERT_EQ(0, edu_set_intx(&self->e, false));
+	EXPECT_EQ(0, reg(self->fd, &r));
+	EXPECT_TRUE(irq_has_action(self->e.irq, "uli"));
+	EXPECT_EQ(1, edu_intx_enabled(&self->e));
+	EXPECT_EQ(EBUSY, reg(self->fd, &r));
 }
 
 TEST_F(err, ioctls_before_registration)
