@@ -7,16 +7,23 @@
  *   upcall      ULI direct upcall (libuli, default mode)
  *   upcall-msi  the same through the device's MSI: no masking, so no PCI
  *               config access in the hard handler or after the handler
+ *   upcall-mmio the same, the device described by its status and ack
+ *               registers (ULI_register_mmio()): the kernel acknowledges
+ *               it, no masking, no PCI config access
  *   proc-read   the same handler run by libuli's SCHED_FIFO thread blocked
  *               in read() on /proc/irq/N/irq (ULI_MODE=proc)
+ *   proc-mmio   proc-read with the description of upcall-mmio: its
+ *               like-for-like peer
  *   proc-epoll  /proc/irq/N/irq with an INTx description, waited on with
  *               epoll_wait() by a SCHED_FIFO thread of ours, 16-byte read()
  *   uio-read    uio_pci_generic bound to the device, read() of /dev/uioN by
  *               a SCHED_FIFO thread, INTx re-enabled through sysfs config
  *   kernel      the floor: raise to the kernel's hard-handler entry, from
  *               the stamps of the upcall runs
- * Every method but upcall-msi uses the device's PCI INTx masking in the
- * kernel (DisINTx); the /proc method has no MSI (EOPNOTSUPP).
+ * The other methods use the device's PCI INTx masking in the kernel
+ * (DisINTx); the /proc method has no MSI (EOPNOTSUPP).  The handler body
+ * is the same for all: its acknowledgement finds nothing to do where the
+ * kernel acknowledged.
  *
  * Scenarios: idle (nothing runs on the IRQ's CPU), foreign (a CPU-bound
  * process of another address space spins there), owner (a thread of this
@@ -83,11 +90,15 @@
 
 extern char **environ;
 
-enum method { M_UPCALL, M_UPCALL_MSI, M_PROC_READ, M_PROC_EPOLL, M_UIO, NR_METHODS };
+enum method {
+	M_UPCALL, M_UPCALL_MSI, M_UPCALL_MMIO, M_PROC_READ, M_PROC_MMIO,
+	M_PROC_EPOLL, M_UIO, NR_METHODS
+};
 enum scen { S_IDLE, S_FOREIGN, S_OWNER, NR_SCENS };
 
 static const char *const method_name[NR_METHODS] = {
-	"upcall", "upcall-msi", "proc-read", "proc-epoll", "uio-read",
+	"upcall", "upcall-msi", "upcall-mmio", "proc-read", "proc-mmio",
+	"proc-epoll", "uio-read",
 };
 static const char *const scen_name[NR_SCENS] = { "idle", "foreign", "owner" };
 
@@ -378,6 +389,15 @@ static void scenario_stop(void)
 
 /* --- Registration of each method ---------------------------------------- */
 
+/* edu's interrupt status and acknowledge registers (upcall-mmio, proc-mmio). */
+static const struct uli_mmio_regs edu_regs = {
+	.bar = 0,
+	.status_off = EDU_REG_IRQ_STATUS,
+	.status_mask = ~0u,
+	.ack_off = EDU_REG_IRQ_ACK,
+	.ack_mode = ULI_ACK_STATUS,
+};
+
 static struct waiter W;
 static bool uio_bound;
 
@@ -444,6 +464,7 @@ static int method_start(enum method m)
 	struct irq_user_dev d;
 	char path[64];
 	int ret, idx, irq = e.irq;
+	bool proc;
 
 	memset(&W, 0, sizeof(W));
 	W.fd = W.ep = W.stopfd = -1;
@@ -459,17 +480,24 @@ static int method_start(enum method m)
 	switch (m) {
 	case M_UPCALL:
 	case M_UPCALL_MSI:
+	case M_UPCALL_MMIO:
 	case M_PROC_READ:
-		if (m == M_PROC_READ)
+	case M_PROC_MMIO:
+		proc = m == M_PROC_READ || m == M_PROC_MMIO;
+		if (proc)
 			setenv("ULI_MODE", "proc", 1);
 		else
 			unsetenv("ULI_MODE");
-		C.uli = ULI_register_pci(e.bdf, uli_handler, NULL, 0, NULL, 0,
-					 m == M_UPCALL_MSI ? ULI_MSI : ULI_INTX);
+		if (m == M_UPCALL_MMIO || m == M_PROC_MMIO)
+			C.uli = ULI_register_mmio(e.bdf, &edu_regs, uli_handler, NULL,
+						  0, NULL, 0);
+		else
+			C.uli = ULI_register_pci(e.bdf, uli_handler, NULL, 0, NULL, 0,
+						 m == M_UPCALL_MSI ? ULI_MSI : ULI_INTX);
 		unsetenv("ULI_MODE");
 		if (!C.uli)
 			return -errno;
-		if (strcmp(ULI_mode(C.uli), m == M_PROC_READ ? "proc" : "upcall"))
+		if (strcmp(ULI_mode(C.uli), proc ? "proc" : "upcall"))
 			return -EPROTO;
 		if (m == M_UPCALL_MSI) {
 			irq = msi_irq();
@@ -484,7 +512,7 @@ static int method_start(enum method m)
 				return -ETIMEDOUT;
 			atomic_store(&C.n, 0);
 		}
-		if (m != M_PROC_READ) {
+		if (!proc) {
 			/*
 			 * Under ICOUNT the other vCPU's time slices count in the
 			 * handler's run time: the 10 ms default budget would end
@@ -803,7 +831,7 @@ static int run_latency(enum method m, enum scen s)
 		kernel_floor_n[s] = k;
 		kf = NULL;
 	}
-	if ((m == M_UPCALL || m == M_UPCALL_MSI) && s == S_OWNER)
+	if ((m == M_UPCALL || m == M_UPCALL_MSI || m == M_UPCALL_MMIO) && s == S_OWNER)
 		own_cost(method_name[m], C.s, opt_warm, total);
 out:
 	free(r2h);
@@ -979,7 +1007,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: uli-bench [-n SAMPLES] [-w WARMUP] [-r ROUNDTRIPS] [-t RT_LIMIT_S] [-g GAP_US]\n"
 		"                 [-S SLEEP_US] [-c CALIBRATION_MS] [-m METHOD,...] [-s SCENARIO,...] [-q]\n"
-		"  methods: upcall,upcall-msi,proc-read,proc-epoll,uio-read  scenarios: idle,foreign,owner\n"
+		"  methods: upcall,upcall-msi,upcall-mmio,proc-read,proc-mmio,proc-epoll,uio-read\n"
+		"  scenarios: idle,foreign,owner\n"
 		"  -q: no CDF lines; -S: the raiser sleeps SLEEP_US between its checks\n"
 		"  for the handler (for ICOUNT, where a spinning vCPU delays the other's)\n");
 	exit(2);

@@ -18,7 +18,8 @@
 #define BENCH	"/bin/uli-bench"
 
 static const char *const methods[] = {
-	"upcall", "upcall-msi", "proc-read", "proc-epoll", "uio-read",
+	"upcall", "upcall-msi", "upcall-mmio", "proc-read", "proc-mmio",
+	"proc-epoll", "uio-read",
 };
 static const char *const scens[] = { "idle", "foreign", "owner" };
 static const char *const spans[] = {
@@ -133,8 +134,11 @@ int main(void)
 			fails++;
 		}
 	}
-	for (i = 0; i < 2; i++) {
-		const char *own = i ? "upcall-msi-own" : "upcall-own";
+	for (i = 0; i < 3; i++) {
+		static const char *const owns[] = {
+			"upcall-own", "upcall-msi-own", "upcall-mmio-own",
+		};
+		const char *own = owns[i];
 
 		if (row_samples(own, "owner", "own-total") < 1) {
 			FAILED("no %s samples\n", own);
