@@ -10,12 +10,13 @@
  * (replaced as they end) do N operations between them:
  *
  * - raw workers issue random ioctls (random numbers, and the real ones
- *   with struct uli_register, struct uli_pin and struct irq_user_dev
- *   mutated field by field), random mmap()s, reads, polls, writes, dups,
+ *   with struct uli_register (its MMIO description too), struct uli_pin
+ *   and struct irq_user_dev mutated field by field), random mmap()s, reads, polls, writes, dups,
  *   closes and forks on /dev/uli and /proc/irq/{10,11}/irq.  A
  *   registration they make may well enter a garbage address: the kernel
  *   ends that handler and signals its owner, which may die of it;
- * - sequence workers use libuli: registrations of INTx, MSI and lines
+ * - sequence workers use libuli: registrations of INTx, MSI, MMIO
+ *   descriptions and lines
  *   (valid and not), in both delivery methods (ULI_MODE per
  *   registration), with handlers that acknowledge, fault, loop over a
  *   small budget, make a forbidden system call, re-raise or never
@@ -713,7 +714,8 @@ static void op_register(void)
 		goto out;
 
 	/* The source. */
-	flags = chance(45) ? ULI_INTX : chance(64) ? ULI_MSI : (int)odd_value();
+	flags = chance(40) ? ULI_INTX : chance(30) ? UU_MMIO : chance(64) ? ULI_MSI :
+		(int)odd_value();
 	if (skip_msi && flags == ULI_MSI)
 		flags = ULI_INTX;
 	if (pci && chance(8))
@@ -769,7 +771,10 @@ static void op_register(void)
 	if (!pci && s->h.kind == H_RERAISE)
 		s->h.kind = H_NORMAL;
 
-	if (pci)
+	if (pci && flags == UU_MMIO)
+		uli = ULI_register_mmio(bdf, &uu_edu_regs, fz_handler, &s->h, nsemas,
+					stack, stacksize);
+	else if (pci)
 		uli = ULI_register_pci(bdf, fz_handler, &s->h, nsemas, stack, stacksize, flags);
 	else
 		uli = ULI_register_irq(irq, fz_handler, &s->h, nsemas, stack, stacksize);
@@ -1351,11 +1356,18 @@ static void raw_fill(void)
 	}
 }
 
+/* edu's DMA source, destination, count and command registers. */
+#define EDU_DMA_FIRST	0x80
+#define EDU_DMA_END	0xa0
+
 static void raw_register(void)
 {
 	struct uli_register r;
+	struct irq_user_dev dv;
 	struct raw_arg *a = &raw_args[rnd(4)];
 	int d = rnd(NDEV), fd = chance(80) ? raw_uli_fd() : raw_fd(), i, n;
+	int odd = -2;	/* an MMIO description altered: see odd_desc_mark() */
+	bool ok;
 
 	memset(&r, 0, sizeof(r));
 	switch (rnd(4)) {
@@ -1365,10 +1377,15 @@ static void raw_register(void)
 		break;
 	case 1:
 	case 2:
-		r.source = chance(50) ? ULI_SOURCE_PCI_INTX : ULI_SOURCE_PCI_MSI;
+		r.source = chance(35) ? ULI_SOURCE_PCI_MMIO :
+			   chance(50) ? ULI_SOURCE_PCI_INTX : ULI_SOURCE_PCI_MSI;
 		r.domain = devs[d].domain;
 		r.bus = devs[d].bus;
 		r.devfn = devs[d].devfn;
+		if (r.source == ULI_SOURCE_PCI_MMIO) {
+			edu_describe_mmio(&devs[d], &dv);
+			r.mmio = dv.mmio;
+		}
 		break;
 	default:
 		r.source = rnd(6);
@@ -1417,12 +1434,24 @@ static void raw_register(void)
 
 	n = chance(35) ? 0 : 1 + rnd(3);
 	for (i = 0; i < n; i++) {
-		switch (rnd(18)) {
+		int f = rnd(24);
+
+		if (f >= 2 && f <= 4)
+			odd = -1;
+		else if (f >= 18 && odd == -2)
+			odd = d;
+		switch (f) {
 		case 0: mutate_u64(&r.source, 4); break;
 		case 1: mutate_u64(&r.irq, 4); break;
 		case 2: mutate_u64(&r.domain, 4); break;
 		case 3: mutate_u64(&r.bus, 1); break;
 		case 4: mutate_u64(&r.devfn, 1); break;
+		case 18: mutate_u64(&r.mmio.bar, 4); break;
+		case 19: mutate_u64(&r.mmio.status_off, 4); break;
+		case 20: mutate_u64(&r.mmio.status_mask, 4); break;
+		case 21: mutate_u64(&r.mmio.ack_off, 4); break;
+		case 22: mutate_u64(&r.mmio.ack_mode, 4); break;
+		case 23: mutate_u64(&r.mmio.ack_value, 4); break;
 		case 5: mutate_u64(&r.__pad, 2); break;
 		case 6: mutate_u64(&r.entry, 8); break;
 		case 7: mutate_u64(&r.entry_arg, 8); break;
@@ -1432,9 +1461,15 @@ static void raw_register(void)
 		case 11: mutate_u64(&r.fsbase, 8); break;
 		case 12: mutate_u64(&r.nsemas, 4); break;
 		case 13: mutate_u64(&r.flags, 4); break;
-		default: mutate_u64(&r.__reserved[rnd(4)], 8); break;
+		default: mutate_u64(&r.__reserved, 8); break;
 		}
 	}
+	/* As in raw_set_device(): never an acknowledgement that starts a DMA. */
+	if (r.mmio.ack_off >= EDU_DMA_FIRST && r.mmio.ack_off < EDU_DMA_END)
+		r.mmio.ack_off = EDU_DMA_END;
+	/* Only an MMIO registration is told its device by a description. */
+	if (r.source != ULI_SOURCE_PCI_MMIO)
+		odd = -2;
 	if (skip_msi && r.source == ULI_SOURCE_PCI_MSI)
 		r.source = ULI_SOURCE_PCI_INTX;
 	if (skip_line && r.source == ULI_SOURCE_IRQ)
@@ -1443,8 +1478,13 @@ static void raw_register(void)
 	if (r.stack_size > (1 << 20) && r.stack >= (uintptr_t)raw_stack &&
 	    r.stack < (uintptr_t)raw_stack + RAW_STACK)
 		r.stack_size = RAW_STACK;
+	if (odd != -2)
+		odd_desc_mark(odd);
 	count(S_RAW_IOCTL);
-	if (!ioctl(fd, ULI_IOC_REGISTER, chance(95) ? (void *)&r : (void *)(uintptr_t)raw_ptr(sizeof(r)))) {
+	ok = !ioctl(fd, ULI_IOC_REGISTER, chance(95) ? (void *)&r : (void *)(uintptr_t)raw_ptr(sizeof(r)));
+	if (odd != -2)
+		odd_desc_done(odd, ok);
+	if (ok) {
 		count(S_RAW_REG_OK);
 	} else {
 		count_errno(1, errno);
@@ -1457,10 +1497,6 @@ static void raw_register(void)
 				}
 	}
 }
-
-/* edu's DMA source, destination, count and command registers. */
-#define EDU_DMA_FIRST	0x80
-#define EDU_DMA_END	0xa0
 
 static void raw_set_device(void)
 {
