@@ -111,6 +111,7 @@ static unsigned int opt_gap_us = 100;
 static unsigned int opt_sleepwait;	/* -S US: the raiser sleeps while waiting */
 static unsigned int opt_cal_ms = 200;
 static bool opt_cdf = true;
+static unsigned int opt_share = ULI_DEFAULT_SHARE;	/* -x: ULI_set_share() */
 static unsigned int opt_methods = (1u << NR_METHODS) - 1;
 static unsigned int opt_scens = (1u << NR_SCENS) - 1;
 
@@ -519,6 +520,8 @@ static int method_start(enum method m)
 			 * it with SIGXCPU.  The handler itself takes microseconds.
 			 */
 			if (ULI_set_budget(C.uli, 1000000000ull))
+				return -errno;
+			if (opt_share != ULI_DEFAULT_SHARE && ULI_set_share(C.uli, opt_share))
 				return -errno;
 		}
 		break;
@@ -1006,7 +1009,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: uli-bench [-n SAMPLES] [-w WARMUP] [-r ROUNDTRIPS] [-t RT_LIMIT_S] [-g GAP_US]\n"
-		"                 [-S SLEEP_US] [-c CALIBRATION_MS] [-m METHOD,...] [-s SCENARIO,...] [-q]\n"
+		"                 [-S SLEEP_US] [-c CALIBRATION_MS] [-m METHOD,...] [-s SCENARIO,...]\n"
+		"                 [-x SHARE_PERMILLE] [-q]\n"
 		"  methods: upcall,upcall-msi,upcall-mmio,proc-read,proc-mmio,proc-epoll,uio-read\n"
 		"  scenarios: idle,foreign,owner\n"
 		"  -q: no CDF lines; -S: the raiser sleeps SLEEP_US between its checks\n"
@@ -1022,7 +1026,7 @@ int main(int argc, char **argv)
 	if (argc == 3 && !strcmp(argv[1], "--spin"))
 		return foreign_main(atoi(argv[2]));
 
-	while ((opt = getopt(argc, argv, "n:w:r:t:g:S:c:m:s:q")) != -1) {
+	while ((opt = getopt(argc, argv, "n:w:r:t:g:S:c:m:s:x:q")) != -1) {
 		switch (opt) {
 		case 'n': opt_n = strtoul(optarg, NULL, 0); break;
 		case 'w': opt_warm = strtoul(optarg, NULL, 0); break;
@@ -1034,6 +1038,7 @@ int main(int argc, char **argv)
 		case 'm': opt_methods = parse_list(optarg, method_name, NR_METHODS); break;
 		case 's': opt_scens = parse_list(optarg, scen_name, NR_SCENS); break;
 		case 'q': opt_cdf = false; break;
+		case 'x': opt_share = strtoul(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
@@ -1094,6 +1099,8 @@ int main(int argc, char **argv)
 	       tsc_hz / 1e6, opt_cal_ms);
 	printf("INFO edu@%s irq %d on CPU %d, raiser on CPU %d, %u samples (+%u warm-up), %u round trips, gap %u us\n",
 	       e.bdf, e.irq, irq_cpu, raise_cpu, opt_n, opt_warm, opt_rt, opt_gap_us);
+	printf("INFO upcall registrations' CPU share: %u/1000%s\n", opt_share,
+	       opt_share == ULI_DEFAULT_SHARE ? " (the default)" : " (-x)");
 	null_syscall();
 
 	for (m = 0; m < NR_METHODS; m++) {

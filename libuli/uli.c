@@ -705,6 +705,19 @@ int ULI_set_budget(void *uli, uint64_t ns)
 	return 0;	/* a thread cannot hang the CPU: nothing to enforce */
 }
 
+int ULI_set_share(void *uli, unsigned int permille)
+{
+	struct uli *u = uli;
+
+	if (!u || permille < ULI_MIN_SHARE || permille > ULI_MAX_SHARE) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (u->mode == ULI_METHOD_UPCALL)
+		return __uli_upcall_share(u, permille);
+	return 0;	/* a thread is scheduled as any other: nothing to enforce */
+}
+
 const char *ULI_mode(void *uli)
 {
 	struct uli *u = uli;

@@ -28,6 +28,15 @@ extern "C" {
 #define ULI_INTX	0x1	/* PCI 2.3 INTx masking: shared lines work */
 #define ULI_MSI		0x2	/* the device's MSI vector */
 
+/*
+ * Share of a CPU, in thousandths, that a registration's calls may take
+ * there (ULI_set_share); the calls of all registrations on a CPU together
+ * take at most half of it by default.
+ */
+#define ULI_DEFAULT_SHARE	500u
+#define ULI_MIN_SHARE		10u
+#define ULI_MAX_SHARE		900u
+
 /* Handler budget, per registration (ULI_set_budget), in nanoseconds. */
 #define ULI_DEFAULT_BUDGET_NS	10000000u
 #define ULI_MIN_BUDGET_NS	1000u
@@ -105,6 +114,7 @@ struct uli_stats {
 
 int ULI_get_stats(void *uli, struct uli_stats *st);
 int ULI_set_budget(void *uli, uint64_t ns);
+int ULI_set_share(void *uli, unsigned int permille);
 /* "upcall" or "proc": how this registration is delivered. */
 const char *ULI_mode(void *uli);
 /* The interrupt line (or -1 for MSI) of a registration. */

@@ -81,6 +81,7 @@ int __uli_upcall_wakeup(struct uli *u, int sema);
 void __uli_upcall_block(struct uli *u, bool block);
 int __uli_upcall_stats(struct uli *u, struct uli_stats *st);
 int __uli_upcall_budget(struct uli *u, uint64_t ns);
+int __uli_upcall_share(struct uli *u, unsigned int permille);
 int __uli_upcall_pin(struct uli *u, uintptr_t start, uintptr_t end);
 
 /* image.c: what libuli needs of the program's ELF image. */

@@ -33,6 +33,11 @@ _Static_assert(offsetof(struct __uli_tramp, arg) == 8, "TRAMP_ARG");
 _Static_assert(offsetof(struct __uli_tramp, fd) == 16, "TRAMP_FD");
 _Static_assert(SYS_ioctl == 16, "SYS_ioctl");
 _Static_assert(ULI_IOC_RETURN == 0xb911, "ULI_IOC_RETURN");
+/* uli.h restates the kernel's constants, for programs without its headers. */
+_Static_assert(ULI_DEFAULT_SHARE == ULI_SHARE_DEFAULT && ULI_MIN_SHARE == ULI_SHARE_MIN &&
+	       ULI_MAX_SHARE == ULI_SHARE_MAX, "ULI_*_SHARE");
+_Static_assert(ULI_ACK_STATUS == IRQ_USER_ACK_STATUS && ULI_ACK_VALUE == IRQ_USER_ACK_VALUE,
+	       "ULI_ACK_*");
 
 /*
  * A system call through no C library code: the handler may make it (the
@@ -213,4 +218,11 @@ int __uli_upcall_budget(struct uli *u, uint64_t ns)
 	__u64 v = ns;
 
 	return ioctl(u->ulifd, ULI_IOC_SET_BUDGET, &v) ? -1 : 0;
+}
+
+int __uli_upcall_share(struct uli *u, unsigned int permille)
+{
+	__u32 v = permille;
+
+	return ioctl(u->ulifd, ULI_IOC_SET_SHARE, &v) ? -1 : 0;
 }

@@ -240,6 +240,65 @@ static void storm(struct __test_metadata *_metadata, int ndev, bool long_calls)
 	}
 }
 
+/*
+ * A registration's own share (ULI_set_share()): a storm of a
+ * registration with 100 thousandths leaves the interrupted process more
+ * than the default 500 does, one with 900 less, and still some.  Rates
+ * of the same spinner in one run, so the host's speed cancels out.
+ */
+TEST(never_acknowledged_shares)
+{
+	static const unsigned int shares[] = { ULI_DEFAULT_SHARE, 100, 900 };
+	uint64_t quiet, left[3];
+	struct edu d;
+	pid_t child;
+	void *uli;
+	int i;
+
+	if (uu_ncpus() < 2)
+		SKIP(return, "needs 2 CPUs");
+	shared_count = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, shared_count);
+	ack_off = 0;
+	storm_long = false;
+	ASSERT_EQ(0, edu_open(&d, EDU_SLOT_C));
+	edu_ack(&d, ~0u);
+	uli = ULI_register_pci(d.bdf, lazy_handler, &d, 0, NULL, 0, ULI_INTX);
+	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	if (strcmp(ULI_mode(uli), "upcall"))
+		SKIP(return, "the CPU share is a property of the upcall");
+	EXPECT_EQ(-1, ULI_set_share(uli, ULI_MIN_SHARE - 1));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ULI_set_share(uli, ULI_MAX_SHARE + 1));
+	EXPECT_EQ(EINVAL, errno);
+	uu_pin((uu_irq_cpu(d.irq) + 1) % uu_ncpus());
+	child = uu_spawn(uu_irq_cpu(d.irq), count_user);
+	for (int ms = 0; !*shared_count && ms < 10000; ms += 10)
+		usleep(10000);
+	quiet = rate(300);
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, ULI_set_share(uli, shares[i]));
+		ack_off = 1;
+		edu_raise(&d, 1);
+		usleep(50000);		/* into the steady state */
+		left[i] = rate(300);
+		ack_off = 0;
+		edu_ack(&d, 1);
+		usleep(100000);
+	}
+	TH_LOG("spinner per 300 ms: quiet %llu; storm at share 500: %llu, 100: %llu, 900: %llu",
+	       (unsigned long long)quiet, (unsigned long long)left[0],
+	       (unsigned long long)left[1], (unsigned long long)left[2]);
+	EXPECT_LT(left[0] * 13 / 10, left[1]);	/* 100: more left than at 500 */
+	EXPECT_GT(left[0] * 7 / 10, left[2]);	/* 900: less */
+	EXPECT_LT(0, left[2]);			/* but some */
+	EXPECT_EQ(0, waitpid(child, NULL, WNOHANG));
+	uu_stop(child);
+	EXPECT_EQ(0, ULI_destroy(uli));
+	edu_close(&d);
+}
+
 TEST(never_acknowledged) { storm(_metadata, 1, false); }
 TEST(never_acknowledged_two_devices) { storm(_metadata, 2, false); }
 TEST(never_acknowledged_calls_to_budget) { storm(_metadata, 1, true); }

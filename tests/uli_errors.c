@@ -223,6 +223,7 @@ TEST_F(err, ioctls_after_registration)
 {
 	struct uli_register r2;
 	struct uli_counters st;
+	__u32 share;
 	__u64 ns;
 
 	self->r.nsemas = 2;
@@ -243,6 +244,16 @@ TEST_F(err, ioctls_after_registration)
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_BUDGET, NULL));
 	EXPECT_EQ(EFAULT, errno);
+	share = ULI_SHARE_MIN - 1;
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_SHARE, &share));
+	EXPECT_EQ(EINVAL, errno);
+	share = ULI_SHARE_MAX + 1;
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_SHARE, &share));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(self->fd, ULI_IOC_SET_SHARE, NULL));
+	EXPECT_EQ(EFAULT, errno);
+	share = ULI_SHARE_MAX;
+	EXPECT_EQ(0, ioctl(self->fd, ULI_IOC_SET_SHARE, &share));
 	/*
 	 * A second registration on the file, of a source nobody holds:
 	 * refused, and the first one's notifier stays (undoing it dropped
@@ -430,6 +441,34 @@ TEST_F(err, no_rawio_eperm)
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(EPERM, WEXITSTATUS(status));
+}
+
+/*
+ * More of a CPU is the registration's privilege, checked at use: a holder
+ * of the file without CAP_SYS_RAWIO may not change the share.
+ */
+TEST_F(err, share_needs_rawio)
+{
+	struct __user_cap_data_struct d[2];
+	__u32 share = ULI_SHARE_MAX;
+	int status;
+	pid_t pid;
+
+	ASSERT_EQ(0, reg(self->fd, &self->r));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (caps_get(d))
+			_exit(100);
+		cap_clear(d, CAP_SYS_RAWIO);
+		if (caps_set(d))
+			_exit(101);
+		_exit(ioctl(self->fd, ULI_IOC_SET_SHARE, &share) ? errno : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(EPERM, WEXITSTATUS(status));
+	EXPECT_EQ(0, ioctl(self->fd, ULI_IOC_SET_SHARE, &share));
 }
 
 /*
