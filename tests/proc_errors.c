@@ -3,7 +3,7 @@
  * proc_errors - the error returns of /proc/irq/N/irq, and its poll,
  * select and epoll readiness, on edu@5.
  *
- * EINVAL (short reads, bad descriptions), EAGAIN, EBUSY (second opener,
+ * EINVAL (short reads, bad descriptions, an MSI vector), EAGAIN, EBUSY (second opener,
  * line held by a kernel driver, line held by a non-shared action, second
  * claim), EPERM / EACCES (capabilities and file mode), EINTR, ENODEV,
  * ENOTTY, EFAULT; after each failure the file still works.
@@ -19,7 +19,15 @@
 #include <termios.h>
 #include <linux/capability.h>
 
+#include <dirent.h>
+
 #include "proc_util.h"
+#include "uli.h"
+
+static void null_handler(void *arg)
+{
+	(void)arg;
+}
 
 FIXTURE(err) {
 	struct edu e;
@@ -213,6 +221,38 @@ TEST_F(err, nonshared_line_ebusy)
 	/* And our own line is not blocked by that. */
 	self->fd = irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
+}
+
+/*
+ * A vector of a device's MSI is not a line: it belongs to whoever set up
+ * the MSI, which may free it under a reader.  A debug kernel warned in
+ * __irq_startup() when a reader (the fuzzer's, on irq 24) enabled a
+ * vector whose MSI setup had been torn down meanwhile.  Refused at
+ * open(), also while its owner holds it (EINVAL, before the EBUSY of a
+ * line held by another).
+ */
+TEST_F(err, msi_vector_einval)
+{
+	char path[96];
+	void *uli;
+	int vec = -1;
+	DIR *d;
+	struct dirent *de;
+
+	uli = ULI_register_pci(self->e.bdf, null_handler, NULL, 0, NULL, 0, ULI_MSI);
+	if (!uli && (errno == ENODEV || errno == ENOENT))
+		SKIP(return, "no /dev/uli");
+	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci(ULI_MSI): %s", strerror(errno));
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/msi_irqs", self->e.bdf);
+	d = opendir(path);
+	ASSERT_NE(NULL, d) TH_LOG("%s: %s", path, strerror(errno));
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			vec = atoi(de->d_name);
+	closedir(d);
+	ASSERT_LT(0, vec);
+	EXPECT_EQ(-EINVAL, irq_open(vec, 0)) TH_LOG("irq %d", vec);
+	EXPECT_EQ(0, ULI_destroy(uli));
 }
 
 /* --- privileges ----------------------------------------------------------- */
