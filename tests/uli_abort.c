@@ -177,6 +177,15 @@ static uint64_t rate(unsigned int ms)
 	return *shared_count - a;
 }
 
+/* The spinner's counter, shared with its process; the handler acks. */
+static bool storm_start(void)
+{
+	shared_count = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ack_off = 0;
+	return shared_count != MAP_FAILED;
+}
+
 static void storm(struct __test_metadata *_metadata, int ndev, bool long_calls)
 {
 	static const int slots[] = { EDU_SLOT_C, EDU_SLOT_A };
@@ -188,10 +197,7 @@ static void storm(struct __test_metadata *_metadata, int ndev, bool long_calls)
 
 	if (uu_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs");
-	shared_count = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, shared_count);
-	ack_off = 0;
+	ASSERT_TRUE(storm_start());
 	storm_long = long_calls;
 	storm_calls = 0;
 	signal(SIGXCPU, SIG_IGN);
@@ -257,10 +263,7 @@ TEST(never_acknowledged_shares)
 
 	if (uu_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs");
-	shared_count = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, shared_count);
-	ack_off = 0;
+	ASSERT_TRUE(storm_start());
 	storm_long = false;
 	ASSERT_EQ(0, edu_open(&d, EDU_SLOT_C));
 	edu_ack(&d, ~0u);

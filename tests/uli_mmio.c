@@ -130,6 +130,21 @@ TEST_F_TIMEOUT(mm, exact_calls_and_status, 600)
 		EXPECT_EQ(n, st.interrupts);
 }
 
+/* Raise both devices at once, @n times: how many rounds both handled. */
+static uint64_t raise_both(uint64_t n, uint32_t bits_a, uint32_t bits_b)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++) {
+		edu_raise(&ea, bits_a);
+		edu_raise(&eb, bits_b);
+		if (!uu_wait_count(&handled_a, i + 1, 2000) ||
+		    !uu_wait_count(&handled_b, i + 1, 2000))
+			break;
+	}
+	return i;
+}
+
 /* Both devices described, both raised at once: each gets its own. */
 TEST_F_TIMEOUT(mm, two_described_devices_share, 600)
 {
@@ -141,13 +156,7 @@ TEST_F_TIMEOUT(mm, two_described_devices_share, 600)
 
 	ub = ULI_register_mmio(eb.bdf, &uu_edu_regs, handler_b, NULL, 0, NULL, 0);
 	ASSERT_NE(NULL, ub) TH_LOG("ULI_register_mmio: %s", strerror(errno));
-	for (i = 0; i < n; i++) {
-		edu_raise(&ea, 0x10);
-		edu_raise(&eb, 0x20);
-		if (!uu_wait_count(&handled_a, i + 1, 2000) ||
-		    !uu_wait_count(&handled_b, i + 1, 2000))
-			break;
-	}
+	i = raise_both(n, 0x10, 0x20);
 	EXPECT_EQ(n, i) TH_LOG("stopped at %llu: a %llu, b %llu", (unsigned long long)i,
 			       (unsigned long long)handled_a, (unsigned long long)handled_b);
 	EXPECT_EQ(0x10, status_a);
@@ -175,13 +184,7 @@ TEST_F_TIMEOUT(mm, beside_intx_masking, 600)
 
 	ub = ULI_register_pci(eb.bdf, handler_b_intx, NULL, 0, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, ub) TH_LOG("ULI_register_pci: %s", strerror(errno));
-	for (i = 0; i < n; i++) {
-		edu_raise(&ea, 1);
-		edu_raise(&eb, 2);
-		if (!uu_wait_count(&handled_a, i + 1, 2000) ||
-		    !uu_wait_count(&handled_b, i + 1, 2000))
-			break;
-	}
+	i = raise_both(n, 1, 2);
 	EXPECT_EQ(n, i) TH_LOG("stopped at %llu: a %llu, b %llu", (unsigned long long)i,
 			       (unsigned long long)handled_a, (unsigned long long)handled_b);
 	EXPECT_EQ(1, status_a);
