@@ -390,15 +390,6 @@ static void scenario_stop(void)
 
 /* --- Registration of each method ---------------------------------------- */
 
-/* edu's interrupt status and acknowledge registers (upcall-mmio, proc-mmio). */
-static const struct uli_mmio_regs edu_regs = {
-	.bar = 0,
-	.status_off = EDU_REG_IRQ_STATUS,
-	.status_mask = ~0u,
-	.ack_off = EDU_REG_IRQ_ACK,
-	.ack_mode = ULI_ACK_STATUS,
-};
-
 static struct waiter W;
 static bool uio_bound;
 
@@ -490,7 +481,7 @@ static int method_start(enum method m)
 		else
 			unsetenv("ULI_MODE");
 		if (m == M_UPCALL_MMIO || m == M_PROC_MMIO)
-			C.uli = ULI_register_mmio(e.bdf, &edu_regs, uli_handler, NULL,
+			C.uli = ULI_register_mmio(e.bdf, &edu_uli_regs, uli_handler, NULL,
 						  0, NULL, 0);
 		else
 			C.uli = ULI_register_pci(e.bdf, uli_handler, NULL, 0, NULL, 0,

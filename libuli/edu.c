@@ -12,6 +12,7 @@
 #include <linux/irq_user.h>
 
 #include "edu.h"
+#include "uli.h"
 
 #define EDU_BAR_SIZE	(1 << 20)
 
@@ -203,14 +204,22 @@ static void describe(const struct edu *e, struct irq_user_dev *d, __u32 type)
 	d->devfn = e->devfn;
 }
 
+const struct uli_mmio_regs edu_uli_regs = {
+	.bar = 0,
+	.status_off = EDU_REG_IRQ_STATUS,
+	.status_mask = ~0u,
+	.ack_off = EDU_REG_IRQ_ACK,
+	.ack_mode = ULI_ACK_STATUS,
+};
+
 void edu_describe_mmio(const struct edu *e, struct irq_user_dev *d)
 {
 	describe(e, d, IRQ_USER_DEV_MMIO);
-	d->mmio.bar = 0;
-	d->mmio.status_off = EDU_REG_IRQ_STATUS;
-	d->mmio.status_mask = ~0u;
-	d->mmio.ack_off = EDU_REG_IRQ_ACK;
-	d->mmio.ack_mode = IRQ_USER_ACK_STATUS;
+	d->mmio.bar = edu_uli_regs.bar;
+	d->mmio.status_off = edu_uli_regs.status_off;
+	d->mmio.status_mask = edu_uli_regs.status_mask;
+	d->mmio.ack_off = edu_uli_regs.ack_off;
+	d->mmio.ack_mode = edu_uli_regs.ack_mode;
 }
 
 void edu_describe_intx(const struct edu *e, struct irq_user_dev *d)

@@ -77,8 +77,12 @@ int edu_intx_pending(const struct edu *e);
 int edu_bind(const struct edu *e, const char *driver);
 int edu_uio_index(const struct edu *e);
 
+/* edu's 0x24/0x64 status and acknowledge registers, for ULI_register_mmio(). */
+struct uli_mmio_regs;
+extern const struct uli_mmio_regs edu_uli_regs;
+
 struct irq_user_dev;
-/* Describe the device for /proc/irq/N/irq: edu's 0x24/0x64 registers. */
+/* Describe the device for /proc/irq/N/irq: the same registers. */
 void edu_describe_mmio(const struct edu *e, struct irq_user_dev *d);
 void edu_describe_intx(const struct edu *e, struct irq_user_dev *d);
 

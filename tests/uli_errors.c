@@ -81,11 +81,11 @@ static void mmio_edu(struct uli_register *r)
 {
 	r->source = ULI_SOURCE_PCI_MMIO;
 	r->mmio = (struct irq_user_mmio){
-		.bar = 0,
-		.status_off = EDU_REG_IRQ_STATUS,
-		.status_mask = ~0u,
-		.ack_off = EDU_REG_IRQ_ACK,
-		.ack_mode = IRQ_USER_ACK_STATUS,
+		.bar = edu_uli_regs.bar,
+		.status_off = edu_uli_regs.status_off,
+		.status_mask = edu_uli_regs.status_mask,
+		.ack_off = edu_uli_regs.ack_off,
+		.ack_mode = edu_uli_regs.ack_mode,
 	};
 }
 

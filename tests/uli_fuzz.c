@@ -772,7 +772,7 @@ static void op_register(void)
 		s->h.kind = H_NORMAL;
 
 	if (pci && flags == UU_MMIO)
-		uli = ULI_register_mmio(bdf, &uu_edu_regs, fz_handler, &s->h, nsemas,
+		uli = ULI_register_mmio(bdf, &edu_uli_regs, fz_handler, &s->h, nsemas,
 					stack, stacksize);
 	else if (pci)
 		uli = ULI_register_pci(bdf, fz_handler, &s->h, nsemas, stack, stacksize, flags);

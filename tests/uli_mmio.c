@@ -73,7 +73,7 @@ FIXTURE_SETUP(mm)
 		SKIP(return, "edu@%d (irq %d) and edu@%d (irq %d) do not share",
 		     EDU_SLOT_A, ea.irq, EDU_SLOT_B, eb.irq);
 	ASSERT_EQ(0, pu_line_flush(&ea));
-	ua = ULI_register_mmio(ea.bdf, &uu_edu_regs, handler_a, NULL, 0, NULL, 0);
+	ua = ULI_register_mmio(ea.bdf, &edu_uli_regs, handler_a, NULL, 0, NULL, 0);
 	ASSERT_NE(NULL, ua) TH_LOG("ULI_register_mmio: %s", strerror(errno));
 	EXPECT_EQ(ea.irq, ULI_irq(ua));
 	/* Not the budget's test: a host stall counts against the default. */
@@ -154,7 +154,7 @@ TEST_F_TIMEOUT(mm, two_described_devices_share, 600)
 	if (!uu_upcall_mode())
 		SKIP(return, "the /proc method takes one file per line");
 
-	ub = ULI_register_mmio(eb.bdf, &uu_edu_regs, handler_b, NULL, 0, NULL, 0);
+	ub = ULI_register_mmio(eb.bdf, &edu_uli_regs, handler_b, NULL, 0, NULL, 0);
 	ASSERT_NE(NULL, ub) TH_LOG("ULI_register_mmio: %s", strerror(errno));
 	i = raise_both(n, 0x10, 0x20);
 	EXPECT_EQ(n, i) TH_LOG("stopped at %llu: a %llu, b %llu", (unsigned long long)i,
@@ -264,7 +264,7 @@ TEST_F_TIMEOUT(mm, owners_end_in_a_storm, 900)
 		pid_t pid = fork();
 
 		if (pid == 0) {
-			void *u = ULI_register_mmio(ea.bdf, &uu_edu_regs, storm_handler,
+			void *u = ULI_register_mmio(ea.bdf, &edu_uli_regs, storm_handler,
 						    NULL, 0, NULL, 0);
 
 			if (!u || ULI_set_budget(u, 1000000000ull))
@@ -285,7 +285,7 @@ TEST_F_TIMEOUT(mm, owners_end_in_a_storm, 900)
 		ASSERT_EQ(0, edu_intx_enabled(&ea)) TH_LOG("owner %d", i);
 		edu_ack(&ea, ~0u);
 	}
-	ua = ULI_register_mmio(ea.bdf, &uu_edu_regs, handler_a, NULL, 0, NULL, 0);
+	ua = ULI_register_mmio(ea.bdf, &edu_uli_regs, handler_a, NULL, 0, NULL, 0);
 	ASSERT_NE(NULL, ua) TH_LOG("ULI_register_mmio: %s", strerror(errno));
 	edu_raise(&ea, 4);
 	EXPECT_TRUE(uu_wait_count(&handled_a, 1, 2000));

@@ -142,24 +142,15 @@ static inline bool uu_wait_count(volatile uint64_t *counter, uint64_t want,
 	return true;
 }
 
-/* ULI_register_pci()'s flags, or this: ULI_register_mmio() with uu_edu_regs. */
+/* ULI_register_pci()'s flags, or this: ULI_register_mmio() with edu_uli_regs. */
 #define UU_MMIO	0x1000
-
-/* edu's interrupt status and acknowledge registers, for ULI_register_mmio(). */
-static const struct uli_mmio_regs uu_edu_regs = {
-	.bar = 0,
-	.status_off = EDU_REG_IRQ_STATUS,
-	.status_mask = ~0u,
-	.ack_off = EDU_REG_IRQ_ACK,
-	.ack_mode = ULI_ACK_STATUS,
-};
 
 /* Register @e's interrupt as @how says: ULI_INTX, ULI_MSI or UU_MMIO. */
 static inline void *uu_register(const struct edu *e, uli_func_t func, void *arg,
 				int nsemas, void *stack, int stacksize, int how)
 {
 	if (how == UU_MMIO)
-		return ULI_register_mmio(e->bdf, &uu_edu_regs, func, arg, nsemas,
+		return ULI_register_mmio(e->bdf, &edu_uli_regs, func, arg, nsemas,
 					 stack, stacksize);
 	return ULI_register_pci(e->bdf, func, arg, nsemas, stack, stacksize, how);
 }
