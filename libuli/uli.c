@@ -535,7 +535,7 @@ static int __uli_pci_lookup(const char *bdf, struct irq_user_dev *dev, int *irq)
 	return *irq > 0 ? 0 : -ENODEV;
 }
 
-/* ULI_register_pci() and ULI_register_mmio(); @regs for ULI_MMIO_DESC. */
+/* ULI_register_pci(), and ULI_register_mmio() with @regs (@flags 0). */
 static void *__uli_register_pci(const char *bdf, const struct uli_mmio_regs *regs,
 				uli_func_t func, void *arg, int nsemas,
 				void *stack, int stacksize, int flags)
@@ -589,8 +589,7 @@ void *ULI_register_mmio(const char *bdf, const struct uli_mmio_regs *regs,
 		errno = EINVAL;
 		return NULL;
 	}
-	return __uli_register_pci(bdf, regs, func, arg, nsemas, stack, stacksize,
-				  ULI_MMIO_DESC);
+	return __uli_register_pci(bdf, regs, func, arg, nsemas, stack, stacksize, 0);
 }
 
 int ULI_destroy(void *uli)

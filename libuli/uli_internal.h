@@ -17,9 +17,6 @@
 
 enum { ULI_METHOD_UPCALL, ULI_METHOD_PROC };
 
-/* ULI_register_pci()'s flags, and this one for ULI_register_mmio(). */
-#define ULI_MMIO_DESC	0x100
-
 struct irq_user_dev;
 
 /* What the trampoline (asm/uli_trampoline.asm) finds at %rdi. */

@@ -116,8 +116,9 @@ int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags)
 		r.irq = u->irq;
 	} else {
 		r.source = flags == ULI_MSI ? ULI_SOURCE_PCI_MSI :
-			   flags == ULI_MMIO_DESC ? ULI_SOURCE_PCI_MMIO : ULI_SOURCE_PCI_INTX;
-		if (flags == ULI_MMIO_DESC)
+			   dev->type == IRQ_USER_DEV_MMIO ? ULI_SOURCE_PCI_MMIO :
+			   ULI_SOURCE_PCI_INTX;
+		if (r.source == ULI_SOURCE_PCI_MMIO)
 			r.mmio = dev->mmio;
 		r.domain = dev->domain;
 		r.bus = dev->bus;
