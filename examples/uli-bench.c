@@ -12,6 +12,9 @@
  *               it, no masking, no PCI config access
  *   proc-read   the same handler run by libuli's SCHED_FIFO thread blocked
  *               in read() on /proc/irq/N/irq (ULI_MODE=proc)
+ *   proc-msi    proc-read through the device's MSI, which the kernel
+ *               allocates for the /proc file (IRQ_USER_DEV_PCI_MSI): the
+ *               like-for-like peer of upcall-msi
  *   proc-mmio   proc-read with the description of upcall-mmio: its
  *               like-for-like peer
  *   proc-epoll  /proc/irq/N/irq with an INTx description, waited on with
@@ -21,13 +24,17 @@
  *   kernel      the floor: raise to the kernel's hard-handler entry, from
  *               the stamps of the upcall runs
  * The other methods use the device's PCI INTx masking in the kernel
- * (DisINTx); the /proc method has no MSI (EOPNOTSUPP).  The handler body
+ * (DisINTx).  The handler body
  * is the same for all: its acknowledgement finds nothing to do where the
  * kernel acknowledged.
  *
  * Scenarios: idle (nothing runs on the IRQ's CPU), foreign (a CPU-bound
  * process of another address space spins there), owner (a thread of this
- * process spins there).  The raiser is pinned to the other CPU; waiting
+ * process spins there), loaded (both CPUs busy with a mixed load: on each,
+ * a CPU hog, a process streaming through 32 MiB, and a process in a loop
+ * of system calls; latency only, no round trips; the raiser is SCHED_FIFO
+ * there and sleeps while it waits, so that it neither waits behind the
+ * load nor starves it).  The raiser is pinned to the other CPU; waiting
  * threads and spinners to the IRQ's CPU, whose affinity we set.
  *
  * Spans, from the TSC (same clock on all vCPUs):
@@ -35,6 +42,10 @@
  *   hardirq-to-handler  TSC the kernel's hard handler read on entry -> handler
  *                       entry (ULI_hardirq_cycles(), irq_user_event.cycles);
  *                       none for uio-read: its kernel side is mainline
+ *   entry-to-handler    TSC at the x86 device-interrupt entry, the same point
+ *                       for every method (the benchmark-only kernel option
+ *                       X86_IRQ_ENTRY_STAMP, read from debugfs after each
+ *                       sample) -> handler entry; NA without the option
  *   round-trip          the handler acknowledges and raises again, R times:
  *                       handler entry to next handler entry (the chain
  *                       stops at a time limit, -t, default 5 s)
@@ -54,7 +65,7 @@
  * hard-handler-entry to upcall-stamp part is printed separately.
  *
  * Output, machine-readable (qemu/bench turns it into CSV, table and plot):
- *   TSC hz | NULL ... | ROW method scenario span samples min p50 p99 max (ns)
+ *   TSC hz | NULL ... | ROW method scenario span samples min p50 p99 p99.9 max (ns)
  *   CDF method scenario span q ns
  *   RATE method scenario span n irq_per_s cycles_per_irq
  *   OWN method ... | STATS ... | INFO text
@@ -91,16 +102,18 @@
 extern char **environ;
 
 enum method {
-	M_UPCALL, M_UPCALL_MSI, M_UPCALL_MMIO, M_PROC_READ, M_PROC_MMIO,
-	M_PROC_EPOLL, M_UIO, NR_METHODS
+	M_UPCALL, M_UPCALL_MSI, M_UPCALL_MMIO, M_PROC_READ, M_PROC_MSI,
+	M_PROC_MMIO, M_PROC_EPOLL, M_UIO, NR_METHODS
 };
-enum scen { S_IDLE, S_FOREIGN, S_OWNER, NR_SCENS };
+enum scen { S_IDLE, S_FOREIGN, S_OWNER, S_LOADED, NR_SCENS };
 
 static const char *const method_name[NR_METHODS] = {
-	"upcall", "upcall-msi", "upcall-mmio", "proc-read", "proc-mmio",
-	"proc-epoll", "uio-read",
+	"upcall", "upcall-msi", "upcall-mmio", "proc-read", "proc-msi",
+	"proc-mmio", "proc-epoll", "uio-read",
 };
-static const char *const scen_name[NR_SCENS] = { "idle", "foreign", "owner" };
+static const char *const scen_name[NR_SCENS] = {
+	"idle", "foreign", "owner", "loaded",
+};
 
 /* Options */
 static unsigned int opt_n = 10000;	/* samples per cell */
@@ -119,6 +132,8 @@ static struct edu e;
 static double tsc_hz;
 static int irq_cpu, raise_cpu;
 static int fifo_prio;
+static enum scen cur_scen;
+static int cur_irq;		/* the Linux IRQ of the method: line or MSI */
 
 static inline uint64_t rdtsc(void)
 {
@@ -162,6 +177,7 @@ static int pin(int cpu)
 
 struct sample {
 	uint64_t raise;		/* raiser, before the 0x60 write */
+	uint64_t irqentry;	/* kernel's x86 interrupt entry, 0 if unknown */
 	uint64_t hw;		/* kernel hard-handler entry, 0 if unknown */
 	uint64_t entry;		/* handler entry */
 	uint64_t up;		/* kernel's upcall stamp (upcall only) */
@@ -342,6 +358,95 @@ static int foreign_main(int cpu)
 
 static pid_t foreign_pid;
 
+/*
+ * The loaded scenario's processes, all of this program exec'ed: on each
+ * CPU a hog, a memory streamer and a system-call loop.  Under TCG there
+ * is no cache model, so the streamer's cost is QEMU's software TLB; the
+ * system calls are what an interrupt most often lands in.
+ */
+static const char *const load_kind[] = { "hog", "mem", "sys" };
+#define NR_LOADS	(sizeof(load_kind) / sizeof(load_kind[0]))
+static pid_t load_pid[2 * NR_LOADS];
+
+static int load_main(const char *kind, int cpu)
+{
+	enum { MEM = 32 << 20 };
+	volatile uint64_t x = 1;
+	char buf[4096], *m;
+	int zero, null;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (pin(cpu))
+		return 1;
+	if (!strcmp(kind, "mem")) {
+		m = malloc(MEM);
+		if (!m)
+			return 1;
+		memset(m, 1, MEM);
+		for (;;) {
+			memcpy(m, m + MEM / 2, MEM / 2);
+			memcpy(m + MEM / 2, m, MEM / 2);
+		}
+	}
+	if (!strcmp(kind, "sys")) {
+		zero = open("/dev/zero", O_RDONLY);
+		null = open("/dev/null", O_WRONLY);
+		if (zero < 0 || null < 0)
+			return 1;
+		for (;;) {
+			syscall(SYS_getppid);
+			if (read(zero, buf, sizeof(buf)) < 0 ||
+			    write(null, buf, sizeof(buf)) < 0)
+				return 1;
+		}
+	}
+	for (;;)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+}
+
+static void load_stop(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < 2 * NR_LOADS; i++) {
+		if (load_pid[i] <= 0)
+			continue;
+		kill(load_pid[i], SIGKILL);
+		waitpid(load_pid[i], NULL, 0);
+		load_pid[i] = 0;
+	}
+}
+
+static int load_start(void)
+{
+	char cpu[16], *argv[] = { "uli-bench", "--load", NULL, cpu, NULL };
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < 2 * NR_LOADS; i++) {
+		argv[2] = (char *)load_kind[i % NR_LOADS];
+		snprintf(cpu, sizeof(cpu), "%d", i < NR_LOADS ? irq_cpu : raise_cpu);
+		ret = posix_spawn(&load_pid[i], "/proc/self/exe", NULL, NULL, argv, environ);
+		if (ret) {
+			load_pid[i] = 0;
+			load_stop();
+			return -ret;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The raiser's policy: SCHED_FIFO in the loaded scenario, so that what
+ * is measured is the handling, not the raiser waiting behind the load.
+ */
+static int raiser_fifo(bool on)
+{
+	struct sched_param sp = { .sched_priority = on ? fifo_prio : 0 };
+
+	return sched_setscheduler(0, on ? SCHED_FIFO : SCHED_OTHER, &sp) ? -errno : 0;
+}
+
 static int scenario_start(enum scen s)
 {
 	char cpu[16], *argv[] = { "uli-bench", "--spin", cpu, NULL };
@@ -367,6 +472,14 @@ static int scenario_start(enum scen s)
 			return ret;
 		spin.started = true;
 		break;
+	case S_LOADED:
+		ret = load_start();
+		if (ret)
+			return ret;
+		ret = raiser_fifo(true);
+		if (ret)
+			return ret;
+		break;
 	default:
 		break;
 	}
@@ -386,6 +499,8 @@ static void scenario_stop(void)
 		pthread_join(spin.th, NULL);
 		spin.started = false;
 	}
+	load_stop();
+	raiser_fifo(false);
 }
 
 /* --- Registration of each method ---------------------------------------- */
@@ -474,8 +589,9 @@ static int method_start(enum method m)
 	case M_UPCALL_MSI:
 	case M_UPCALL_MMIO:
 	case M_PROC_READ:
+	case M_PROC_MSI:
 	case M_PROC_MMIO:
-		proc = m == M_PROC_READ || m == M_PROC_MMIO;
+		proc = m == M_PROC_READ || m == M_PROC_MSI || m == M_PROC_MMIO;
 		if (proc)
 			setenv("ULI_MODE", "proc", 1);
 		else
@@ -485,13 +601,14 @@ static int method_start(enum method m)
 						  0, NULL, 0);
 		else
 			C.uli = ULI_register_pci(e.bdf, uli_handler, NULL, 0, NULL, 0,
-						 m == M_UPCALL_MSI ? ULI_MSI : ULI_INTX);
+						 m == M_UPCALL_MSI || m == M_PROC_MSI ?
+						 ULI_MSI : ULI_INTX);
 		unsetenv("ULI_MODE");
 		if (!C.uli)
 			return -errno;
 		if (strcmp(ULI_mode(C.uli), proc ? "proc" : "upcall"))
 			return -EPROTO;
-		if (m == M_UPCALL_MSI) {
+		if (m == M_UPCALL_MSI || m == M_PROC_MSI) {
 			irq = msi_irq();
 			if (irq < 0)
 				return irq;
@@ -566,6 +683,7 @@ static int method_start(enum method m)
 	ret = check_irq_cpu(irq);
 	if (ret)
 		return ret;
+	cur_irq = irq;
 	return pin(raise_cpu);
 }
 
@@ -644,15 +762,16 @@ static uint64_t report(const char *m, const char *s, const char *span,
 {
 	static const double tail[] = { 0.999, 0.9999, 1.0 };
 	unsigned int i;
+	double t;
 
 	if (!n) {
-		printf("ROW %s %s %s 0 NA NA NA NA\n", m, s, span);
+		printf("ROW %s %s %s 0 NA NA NA NA NA\n", m, s, span);
 		return 0;
 	}
 	qsort(v, n, sizeof(*v), cmp_u64);
-	printf("ROW %s %s %s %zu %.0f %.0f %.0f %.0f\n", m, s, span, n,
+	printf("ROW %s %s %s %zu %.0f %.0f %.0f %.0f %.0f\n", m, s, span, n,
 	       c2ns(v[0]), c2ns(quantile(v, n, 0.5)), c2ns(quantile(v, n, 0.99)),
-	       c2ns(v[n - 1]));
+	       c2ns(quantile(v, n, 0.999)), c2ns(v[n - 1]));
 	if (opt_cdf && n >= 100) {
 		for (i = 0; i <= 198; i++)
 			printf("CDF %s %s %s %.4f %.0f\n", m, s, span, i * 0.005,
@@ -660,6 +779,12 @@ static uint64_t report(const char *m, const char *s, const char *span,
 		for (i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
 			printf("CDF %s %s %s %.4f %.0f\n", m, s, span, tail[i],
 			       c2ns(quantile(v, n, tail[i])));
+		/* The tail, 1 - q from 10^-0.1 to 10^-4, for the 1-CDF plot. */
+		for (i = 1, t = 1; i <= 40; i++) {
+			t *= 0.7943282347242815;	/* 10^-0.1 */
+			printf("TAIL %s %s %s %.8f %.0f\n", m, s, span, t,
+			       c2ns(quantile(v, n, 1 - t)));
+		}
 	}
 	return quantile(v, n, 0.5);
 }
@@ -730,6 +855,39 @@ out:
 	free(ub);
 }
 
+/* --- The kernel's stamp at the x86 interrupt entry ----------------------- */
+
+/*
+ * X86_IRQ_ENTRY_STAMP, a benchmark-only kernel option, keeps the TSC of
+ * the first device interrupt entry per CPU and vector since the list was
+ * last read, and lists it in debugfs as "cpu irq cycles" lines; reading
+ * clears it.  Read before each raise and after its sample, off the
+ * measured path.
+ */
+#define ENTRY_STAMPS	"/sys/kernel/debug/x86/irq_entry_cycles"
+static int entry_fd = -1;
+
+static uint64_t entry_cycles(void)
+{
+	static char buf[16384];
+	unsigned long long cyc;
+	int cpu, irq;
+	ssize_t n;
+	char *p;
+
+	if (entry_fd < 0)
+		return 0;
+	n = pread(entry_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (sscanf(p, "%d %d %llu", &cpu, &irq, &cyc) == 3 &&
+		    cpu == irq_cpu && irq == cur_irq)
+			return cyc;
+	return 0;
+}
+
 /* --- One cell: a method in a scenario ----------------------------------- */
 
 static uint64_t *kernel_floor[NR_SCENS];
@@ -744,8 +902,8 @@ static bool wait_done(unsigned int want, bool uio, uint64_t timeout_ns)
 		if (atomic_load_explicit(&C.n, memory_order_acquire) >= want &&
 		    (!uio || atomic_load_explicit(&C.armed, memory_order_acquire) >= want))
 			return true;
-		if (opt_sleepwait)
-			sleep_us(opt_sleepwait);
+		if (opt_sleepwait || cur_scen == S_LOADED)
+			sleep_us(opt_sleepwait ? opt_sleepwait : 5);
 		if (++i % 4096 == 0 && now_ns() > end)
 			return false;
 	}
@@ -761,7 +919,8 @@ static int run_latency(enum method m, enum scen s)
 {
 	unsigned int total = opt_warm + opt_n, i, bad = 0, k = 0;
 	bool uio = m == M_UIO;
-	uint64_t *r2h = NULL, *h2h = NULL, *kf = NULL;
+	uint64_t *r2h = NULL, *h2h = NULL, *kf = NULL, *e2h = NULL;
+	unsigned int ke = 0, bade = 0;
 	int ret = 0;
 
 	C.cap = total;
@@ -775,6 +934,7 @@ static int run_latency(enum method m, enum scen s)
 	}
 	for (i = 0; i < total; i++) {
 		sleep_us(opt_gap_us);
+		entry_cycles();		/* clears what came before the raise */
 		C.s[i].raise = rdtsc();
 		edu_raise(&e, 1);
 		if (!wait_done(i + 1, uio, 2000000000ull)) {
@@ -783,6 +943,7 @@ static int run_latency(enum method m, enum scen s)
 			ret = -ETIMEDOUT;
 			break;
 		}
+		C.s[i].irqentry = entry_cycles();
 	}
 	atomic_store(&spin.record, 0);
 	if (ret)
@@ -796,7 +957,8 @@ static int run_latency(enum method m, enum scen s)
 	r2h = calloc(opt_n, sizeof(*r2h));
 	h2h = calloc(opt_n, sizeof(*h2h));
 	kf = calloc(opt_n, sizeof(*kf));
-	if (!r2h || !h2h || !kf) {
+	e2h = calloc(opt_n, sizeof(*e2h));
+	if (!r2h || !h2h || !kf || !e2h) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -806,6 +968,14 @@ static int run_latency(enum method m, enum scen s)
 		if (x->entry < x->raise || (!uio && (x->hw < x->raise || x->hw > x->entry))) {
 			bad++;
 			continue;
+		}
+		/* The entry stamp precedes the hard handler's, if it is this interrupt's. */
+		if (entry_fd >= 0) {
+			if (x->irqentry < x->raise || x->irqentry > x->entry ||
+			    (!uio && x->irqentry > x->hw))
+				bade++;
+			else
+				e2h[ke++] = x->entry - x->irqentry;
 		}
 		r2h[k] = x->entry - x->raise;
 		h2h[k] = uio ? 0 : x->entry - x->hw;
@@ -817,9 +987,13 @@ static int run_latency(enum method m, enum scen s)
 		       method_name[m], scen_name[s], bad, opt_n);
 	report(method_name[m], scen_name[s], "raise-to-handler", r2h, k);
 	if (uio)
-		printf("ROW %s %s hardirq-to-handler 0 NA NA NA NA\n", method_name[m], scen_name[s]);
+		printf("ROW %s %s hardirq-to-handler 0 NA NA NA NA NA\n", method_name[m], scen_name[s]);
 	else
 		report(method_name[m], scen_name[s], "hardirq-to-handler", h2h, k);
+	if (bade)
+		printf("INFO %s %s: %u entry stamps not of the sample's interrupt, left out\n",
+		       method_name[m], scen_name[s], bade);
+	report(method_name[m], scen_name[s], "entry-to-handler", e2h, ke);
 	if (m == M_UPCALL) {
 		kernel_floor[s] = kf;
 		kernel_floor_n[s] = k;
@@ -831,6 +1005,7 @@ out:
 	free(r2h);
 	free(h2h);
 	free(kf);
+	free(e2h);
 	return ret;
 }
 
@@ -905,9 +1080,11 @@ static int run_cell(enum method m, enum scen s)
 		pin(raise_cpu);
 		return ret;
 	}
+	cur_scen = s;
 	ret = scenario_start(s);
 	if (ret) {
 		printf("INFO error: scenario %s: %s\n", scen_name[s], strerror(-ret));
+		scenario_stop();
 		method_stop();
 		return ret;
 	}
@@ -918,9 +1095,9 @@ static int run_cell(enum method m, enum scen s)
 		       method_name[m], scen_name[s], atomic_load(&C.n));
 
 	ret = run_latency(m, s);
-	if (!ret)
+	if (!ret && s != S_LOADED)
 		ret = run_roundtrip(m, s, false);
-	if (!ret)
+	if (!ret && s != S_LOADED)
 		ret = run_roundtrip(m, s, true);
 	method_stats(m, s);
 	scenario_stop();
@@ -1002,8 +1179,8 @@ static void usage(void)
 		"usage: uli-bench [-n SAMPLES] [-w WARMUP] [-r ROUNDTRIPS] [-t RT_LIMIT_S] [-g GAP_US]\n"
 		"                 [-S SLEEP_US] [-c CALIBRATION_MS] [-m METHOD,...] [-s SCENARIO,...]\n"
 		"                 [-x SHARE_PERMILLE] [-q]\n"
-		"  methods: upcall,upcall-msi,upcall-mmio,proc-read,proc-mmio,proc-epoll,uio-read\n"
-		"  scenarios: idle,foreign,owner\n"
+		"  methods: upcall,upcall-msi,upcall-mmio,proc-read,proc-msi,proc-mmio,proc-epoll,uio-read\n"
+		"  scenarios: idle,foreign,owner,loaded\n"
 		"  -q: no CDF lines; -S: the raiser sleeps SLEEP_US between its checks\n"
 		"  for the handler (for ICOUNT, where a spinning vCPU delays the other's)\n");
 	exit(2);
@@ -1016,6 +1193,8 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && !strcmp(argv[1], "--spin"))
 		return foreign_main(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "--load"))
+		return load_main(argv[2], atoi(argv[3]));
 
 	while ((opt = getopt(argc, argv, "n:w:r:t:g:S:c:m:s:x:q")) != -1) {
 		switch (opt) {
@@ -1093,6 +1272,9 @@ int main(int argc, char **argv)
 	printf("INFO upcall registrations' CPU share: %u/1000%s\n", opt_share,
 	       opt_share == ULI_DEFAULT_SHARE ? " (the default)" : " (-x)");
 	null_syscall();
+	entry_fd = open(ENTRY_STAMPS, O_RDONLY | O_CLOEXEC);
+	if (entry_fd < 0)
+		printf("INFO no %s (%s): no entry-to-handler span\n", ENTRY_STAMPS, strerror(errno));
 
 	for (m = 0; m < NR_METHODS; m++) {
 		if (!(opt_methods & 1u << m))

@@ -226,3 +226,8 @@ void edu_describe_intx(const struct edu *e, struct irq_user_dev *d)
 {
 	describe(e, d, IRQ_USER_DEV_PCI_INTX);
 }
+
+void edu_describe_msi(const struct edu *e, struct irq_user_dev *d)
+{
+	describe(e, d, IRQ_USER_DEV_PCI_MSI);
+}

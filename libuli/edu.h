@@ -85,5 +85,6 @@ struct irq_user_dev;
 /* Describe the device for /proc/irq/N/irq: the same registers. */
 void edu_describe_mmio(const struct edu *e, struct irq_user_dev *d);
 void edu_describe_intx(const struct edu *e, struct irq_user_dev *d);
+void edu_describe_msi(const struct edu *e, struct irq_user_dev *d);
 
 #endif

@@ -163,13 +163,14 @@ static void *__uli_proc_thread(void *arg)
 				continue;	/* EINTR */
 			u->status = 0;
 			__uli_proc_add(u, &ev);
-		} else if (u->kernel_acks && poll(&pfd, 1, 0) == 1 &&
+		} else if ((u->kernel_acks || u->msi) && poll(&pfd, 1, 0) == 1 &&
 			   read(u->fd, &ev, sizeof(ev)) == sizeof(ev)) {
 			/*
 			 * Left over from a block: what came in since is part
 			 * of the same call, as in the upcall method.  Only a
-			 * device the kernel acknowledges: poll() would lift
-			 * a mask from one still waiting for its handler.
+			 * source nobody masks (MMIO acknowledged by the
+			 * kernel, MSI): poll() would lift a mask from a
+			 * device still waiting for its handler.
 			 */
 			__uli_proc_add(u, &ev);
 		}
@@ -464,7 +465,7 @@ static void *__uli_start(struct uli *u, const struct irq_user_dev *dev, int flag
 	int ret;
 
 	if (u->mode == ULI_METHOD_PROC)
-		ret = (flags & ULI_MSI) ? -EOPNOTSUPP : __uli_proc_start(u, dev);
+		ret = __uli_proc_start(u, dev);
 	else
 		ret = __uli_upcall_start(u, dev, flags);
 	if (ret) {
@@ -567,7 +568,12 @@ static void *__uli_register_pci(const char *bdf, const struct uli_mmio_regs *reg
 			.ack_value = regs->ack_value,
 		};
 	}
-	u->irq = flags == ULI_MSI ? -1 : irq;
+	if (flags == ULI_MSI) {
+		/* The /proc method asks the line's file for the device's MSI. */
+		dev.type = IRQ_USER_DEV_PCI_MSI;
+		u->msi = true;
+	}
+	u->irq = irq;
 	return __uli_start(u, &dev, flags);
 }
 
@@ -728,7 +734,7 @@ int ULI_irq(void *uli)
 {
 	struct uli *u = uli;
 
-	return u ? u->irq : -1;
+	return u && !u->msi ? u->irq : -1;
 }
 
 uint64_t ULI_hardirq_cycles(void *uli)

@@ -61,6 +61,7 @@ struct uli {
 	uint64_t cycles;		/* of the batch being handled */
 	uint32_t status;		/* ... and its acknowledged status bits */
 	bool kernel_acks;		/* ULI_register_mmio(): never masked */
+	bool msi;			/* ULI_MSI: never masked; irq is the line */
 
 	/* upcall method */
 	int ulifd;			/* /dev/uli */

@@ -516,7 +516,7 @@ TEST_F(err, epoll)
 
 /* --- ioctl ------------------------------------------------------------------ */
 
-enum { MMIO, INTX };
+enum { MMIO, INTX, MSI };
 
 enum field {
 	F_NONE, F_TYPE, F_FLAGS, F_PAD, F_RES0, F_RES1, F_RES2, F_RES3,
@@ -526,7 +526,7 @@ enum field {
 
 struct bad_dev {
 	const char *what;
-	int base;		/* MMIO or INTX description of edu@5 */
+	int base;		/* MMIO, INTX or MSI description of edu@5 */
 	int err;
 	enum field f1;
 	__u32 v1;
@@ -561,8 +561,24 @@ static void set_field(struct irq_user_dev *d, enum field f, __u32 v)
 static const struct bad_dev bad_devs[] = {
 	{ .what = "type 0", .base = MMIO, .err = EINVAL,
 	  .f1 = F_TYPE, .v1 = 0 },
-	{ .what = "type 3", .base = MMIO, .err = EINVAL,
-	  .f1 = F_TYPE, .v1 = 3 },
+	{ .what = "type 3 (MSI) with MMIO fields", .base = MMIO, .err = EINVAL,
+	  .f1 = F_TYPE, .v1 = IRQ_USER_DEV_PCI_MSI },
+	{ .what = "type 4", .base = INTX, .err = EINVAL,
+	  .f1 = F_TYPE, .v1 = 4 },
+	{ .what = "msi flags 1", .base = MSI, .err = EINVAL,
+	  .f1 = F_FLAGS, .v1 = 1 },
+	{ .what = "msi __pad 1", .base = MSI, .err = EINVAL,
+	  .f1 = F_PAD, .v1 = 1 },
+	{ .what = "msi __reserved[2]", .base = MSI, .err = EINVAL,
+	  .f1 = F_RES2, .v1 = 1 },
+	{ .what = "msi mmio.bar", .base = MSI, .err = EINVAL,
+	  .f1 = F_BAR, .v1 = 1 },
+	{ .what = "msi mmio.status_mask", .base = MSI, .err = EINVAL,
+	  .f1 = F_STATUS_MASK, .v1 = 1 },
+	{ .what = "msi mmio.ack_value", .base = MSI, .err = EINVAL,
+	  .f1 = F_ACK_VALUE, .v1 = 1 },
+	{ .what = "msi: no device at slot 31", .base = MSI, .err = ENODEV,
+	  .f1 = F_DEVFN, .v1 = 31 << 3 },
 	{ .what = "type ~0", .base = MMIO, .err = EINVAL,
 	  .f1 = F_TYPE, .v1 = ~0u },
 	{ .what = "flags 1", .base = MMIO, .err = EINVAL,
@@ -662,6 +678,8 @@ TEST_F(err, ioctl_validation)
 
 		if (b->base == MMIO)
 			edu_describe_mmio(&self->e, &d);
+		else if (b->base == MSI)
+			edu_describe_msi(&self->e, &d);
 		else
 			edu_describe_intx(&self->e, &d);
 		set_field(&d, b->f1, b->v1);
@@ -749,6 +767,9 @@ TEST_F(err, ioctl_other_line_einval)
 	edu_describe_mmio(&other, &d);
 	EXPECT_EQ(-EINVAL, irq_set_device(self->fd, &d));
 	edu_describe_intx(&other, &d);
+	EXPECT_EQ(-EINVAL, irq_set_device(self->fd, &d));
+	/* Its MSI neither: the file names the device by its line. */
+	edu_describe_msi(&other, &d);
 	EXPECT_EQ(-EINVAL, irq_set_device(self->fd, &d));
 	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
 	EXPECT_FALSE(irq_has_action(other.irq, irq_user_name()));

@@ -1506,6 +1506,8 @@ static void raw_set_device(void)
 
 	if (chance(50))
 		edu_describe_mmio(&devs[d], &dv);
+	else if (chance(30))
+		edu_describe_msi(&devs[d], &dv);
 	else
 		edu_describe_intx(&devs[d], &dv);
 	n = chance(35) ? 0 : 1 + rnd(3);
