@@ -12,7 +12,6 @@
  * it frees; a reader holding it with interrupts on deadlocked there (the
  * first version did, in the benchmark).
  */
-#include <dirent.h>
 #include <sched.h>
 
 #include "proc_util.h"
@@ -60,24 +59,6 @@ static int set_affinity(int irq, int cpu)
 		ret = -errno;
 	close(fd);
 	return ret;
-}
-
-static int msi_vector(const struct edu *e)
-{
-	char path[96];
-	struct dirent *de;
-	int vec = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/msi_irqs", e->bdf);
-	d = opendir(path);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
-			vec = atoi(de->d_name);
-	closedir(d);
-	return vec;
 }
 
 FIXTURE(st) {
@@ -174,7 +155,7 @@ TEST_F_TIMEOUT(st, read_while_vectors_move, 300)
 	ASSERT_LE(0, self->fd);
 	edu_describe_msi(&self->e, &d);
 	ASSERT_EQ(0, irq_set_device(self->fd, &d));
-	vec = msi_vector(&self->e);
+	vec = pu_msi_vector(&self->e);
 	ASSERT_LT(0, vec);
 	stop = 0;
 	for (c = 0; c < 2; c++) {

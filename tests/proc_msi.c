@@ -12,7 +12,6 @@
  * refusals; and that closing frees the vector, gives the device back and
  * leaves its INTx off.
  */
-#include <dirent.h>
 
 #include "proc_util.h"
 
@@ -23,25 +22,6 @@ FIXTURE(msi) {
 	int fd, uio;
 	bool bound;
 };
-
-/* The Linux IRQ of @e's MSI vector, 0 if it has none, or -errno. */
-static int msi_vector(const struct edu *e)
-{
-	char path[96];
-	struct dirent *de;
-	int vec = 0;
-	DIR *d;
-
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/msi_irqs", e->bdf);
-	d = opendir(path);
-	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
-			vec = atoi(de->d_name);
-	closedir(d);
-	return vec;
-}
 
 /* The device's driver_override, newline stripped. */
 static void override(const struct edu *e, char *buf, size_t len)
@@ -75,7 +55,7 @@ FIXTURE_SETUP(msi)
 
 	self->fd = irq_open(self->e4.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd) TH_LOG("open: %s", strerror(-self->fd));
-	ASSERT_EQ(0, msi_vector(&self->e4));
+	ASSERT_EQ(0, pu_msi_vector(&self->e4));
 	edu_describe_msi(&self->e4, &d);
 	ret = irq_set_device(self->fd, &d);
 	ASSERT_EQ(0, ret) TH_LOG("SET_DEVICE(MSI): %s", strerror(-ret));
@@ -96,7 +76,7 @@ FIXTURE_TEARDOWN(msi)
 /* The vector is ours; the line stays uio's alone; INTx is off. */
 TEST_F(msi, vector_not_line)
 {
-	int vec = msi_vector(&self->e4);
+	int vec = pu_msi_vector(&self->e4);
 	struct irq_user_dev d;
 	char buf[64];
 
@@ -179,14 +159,14 @@ TEST_F(msi, close_releases)
 {
 	struct irq_user_dev d;
 	char buf[64];
-	int vec = msi_vector(&self->e4);
+	int vec = pu_msi_vector(&self->e4);
 	long n;
 
 	ASSERT_LT(0, vec);
 	edu_raise(&self->e4, 1);
 	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000) & POLLIN);
 	irq_close(&self->fd);
-	EXPECT_EQ(0, msi_vector(&self->e4));
+	EXPECT_EQ(0, pu_msi_vector(&self->e4));
 	EXPECT_EQ(0, edu_intx_enabled(&self->e4));
 	override(&self->e4, buf, sizeof(buf));
 	EXPECT_STREQ("(null)", buf);
@@ -204,7 +184,7 @@ TEST_F(msi, close_releases)
 	ASSERT_LE(0, self->fd);
 	edu_describe_msi(&self->e4, &d);
 	ASSERT_EQ(0, irq_set_device(self->fd, &d));
-	EXPECT_LT(0, msi_vector(&self->e4));
+	EXPECT_LT(0, pu_msi_vector(&self->e4));
 	EXPECT_EQ(1, pu_cycle(&self->e4, self->fd));
 }
 

@@ -10,6 +10,7 @@
 #ifndef PROC_UTIL_H
 #define PROC_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -459,6 +460,25 @@ static inline int pu_raise_later(struct pu_raiser *r, const struct edu *e,
 	r->bits = bits;
 	r->raised_ns = 0;
 	return -pthread_create(&r->th, NULL, pu_raiser_fn, r);
+}
+
+/* The Linux IRQ of @e's MSI vector, 0 if it has none, or -errno. */
+static inline int pu_msi_vector(const struct edu *e)
+{
+	char path[96];
+	struct dirent *de;
+	int vec = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/msi_irqs", e->bdf);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			vec = atoi(de->d_name);
+	closedir(d);
+	return vec;
 }
 
 /* --- uio ---------------------------------------------------------------- */
