@@ -248,12 +248,17 @@ static void *proc_reader(void *arg)
 	return ret;
 }
 
-TEST_F_TIMEOUT(slow, proc_removed_under_reader, 300)
+/*
+ * A reader blocked on a described device that goes: read() ends with
+ * ENODEV, the line (or the MSI vector the kernel set up for the file)
+ * is let go of, and the rescanned device serves again.
+ */
+static void proc_removed(struct __test_metadata *_metadata, bool msi)
 {
 	struct irq_user_dev d;
+	int fd, *res, vec = 0;
 	char path[64];
 	pthread_t thr;
-	int fd, *res;
 	uint32_t n;
 
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
@@ -261,8 +266,16 @@ TEST_F_TIMEOUT(slow, proc_removed_under_reader, 300)
 	snprintf(path, sizeof(path), "/proc/irq/%d/irq", e.irq);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ASSERT_LE(0, fd) TH_LOG("%s: %s", path, strerror(errno));
-	edu_describe_intx(&e, &d);
+	if (msi)
+		edu_describe_msi(&e, &d);
+	else
+		edu_describe_intx(&e, &d);
 	ASSERT_EQ(0, ioctl(fd, IRQ_USER_SET_DEVICE, &d)) TH_LOG("%s", strerror(errno));
+	if (msi) {
+		vec = pu_msi_vector(&e);
+		ASSERT_LT(0, vec);
+		EXPECT_TRUE(irq_has_action(vec, irq_user_name()));
+	}
 	edu_raise(&e, 1);
 	ASSERT_EQ(sizeof(n), read(fd, &n, sizeof(n)));
 	edu_ack(&e, ~0u);
@@ -277,10 +290,15 @@ TEST_F_TIMEOUT(slow, proc_removed_under_reader, 300)
 	EXPECT_EQ(-1, read(fd, &n, sizeof(n)));
 	EXPECT_EQ(ENODEV, errno);
 	EXPECT_FALSE(irq_has_action(e.irq, irq_user_name()));
+	if (msi)
+		EXPECT_FALSE(irq_has_action(vec, irq_user_name()));
 	close(fd);
 
 	ASSERT_EQ(0, rescan(&e));
 	serves_again(_metadata, ULI_INTX);
 }
+
+TEST_F_TIMEOUT(slow, proc_removed_under_reader, 300) { proc_removed(_metadata, false); }
+TEST_F_TIMEOUT(slow, proc_msi_removed_under_reader, 300) { proc_removed(_metadata, true); }
 
 TEST_HARNESS_MAIN
