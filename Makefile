@@ -9,6 +9,7 @@
 #   make test         run the tests in the guest, PTI on and PTI off
 #   make test-debug   the same tests on a lockdep/KASAN kernel
 #   make test-smp     the tests on 1 and on 4 CPUs (make test runs 2)
+#   make check-series build and boot every prefix of the patch series
 #   make bench        latency benchmark in the guest: table, CSV, plot
 #   make fuzz         a long run of the ABI fuzzer (FUZZ_OPS operations)
 #   make install PREFIX=DIR   uli.h and libuli.a for outside programs
@@ -26,8 +27,10 @@ HDR      := $(BUILD)/headers
 NPROC    := $(shell nproc 2>/dev/null || echo 2)
 PREFIX   ?= /usr/local
 
-PATCHES  := $(addprefix core-patch/,$(shell cat core-patch/series 2>/dev/null)) \
-            $(addprefix arch-patches/,$(shell cat arch-patches/series 2>/dev/null))
+# One series, numbered across core-patch/ (generic) and arch-patches/
+# (x86): applied in the order of the numbers; 0000 is the cover letter.
+PATCHES  := $(shell ls core-patch/*.patch arch-patches/*.patch 2>/dev/null | \
+              awk -F/ '$$2 !~ /^0000-/ { print $$2 " " $$0 }' | sort | cut -d' ' -f2)
 
 DEBS     := linux-source-6.12 qemu-system-x86 busybox-static nasm gcc make bc \
             flex bison libelf-dev libssl-dev cpio xz-utils patch perl gnuplot-nox \
@@ -65,7 +68,8 @@ SCRIPTS  := $(wildcard examples/*.sh)
 all: kernel initramfs
 
 .PHONY: all deps kernel kernel-debug headers lib progs initramfs test \
-        test-debug test-smp demo shell bench fuzz install clean distclean
+        test-debug test-smp check-series demo shell bench fuzz install clean \
+        distclean
 
 # --- Debian packages -----------------------------------------------------
 # A stamp, so that a built tree does not ask dpkg every time; `make deps`
@@ -94,15 +98,16 @@ $(KTAR) /bin/busybox: | $(BUILD)/.deps
 	@test -e $@ || { echo "$@ is still missing after make deps"; exit 1; }
 
 # --- Kernel --------------------------------------------------------------
-# Extract afresh when the installed source or the series changes; edits
-# to a patch only re-patch the files it touches (qemu/patch-kernel).
-$(BUILD)/.extracted: $(KTAR) core-patch/series arch-patches/series | $(BUILD)/.deps
+# Extract afresh when the installed source changes; a change to the series
+# (a patch edited, added or removed: the directories' times) only
+# re-patches the files the patches touch (qemu/patch-kernel).
+$(BUILD)/.extracted: $(KTAR) | $(BUILD)/.deps
 	@echo "  EXTRACT $(KTAR)"
 	$(Q)rm -rf $(KSRC) $(BUILD)/applied $(BUILD)/.patched
 	$(Q)mkdir -p $(KSRC) && tar -xf $(KTAR) -C $(KSRC) --strip-components=1
 	$(Q)touch $@
 
-$(BUILD)/.patched: $(BUILD)/.extracted $(PATCHES) qemu/patch-kernel
+$(BUILD)/.patched: $(BUILD)/.extracted $(PATCHES) core-patch arch-patches qemu/patch-kernel
 	$(Q)qemu/patch-kernel $(KSRC) $(BUILD)/applied $(PATCHES) || \
 		{ rm -f $(BUILD)/.extracted; exit 1; }
 	$(Q)touch $@
@@ -222,6 +227,11 @@ test-smp: all
 		SMP=$$n PTIS=on ULI_TEST_N=$${ULI_TEST_N:-20000} \
 			qemu/run-tests $(KOUT)/vmlinux || exit 1; \
 	done
+
+# Every prefix of the series applied, checkpatch'ed, built and booted
+# (qemu/check-series); the initramfs is the whole series' user space.
+check-series: initramfs
+	$(Q)qemu/check-series
 
 # examples/uli-demo.c's steps, then a latency table from uli-bench
 # (examples/uli-demo.sh); non-zero exit if any step fails.
