@@ -60,8 +60,11 @@ LIB_OBJ  := $(patsubst libuli/%.c,$(BUILD)/lib/%.o,$(LIB_SRC)) \
 LIBULI   := $(BUILD)/lib/libuli.a
 LIBEDU   := $(BUILD)/lib/libedu.a
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
+# The series' own selftest (tools/testing/selftests/uli), built from the
+# patched tree and run with the others.
+SELFTEST := $(BUILD)/tests/selftest_uli
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
-PROGS    := $(TESTS) $(EXAMPLES)
+PROGS    := $(TESTS) $(SELFTEST) $(EXAMPLES)
 # Guest shell scripts of the examples (uli-demo.sh), installed in /bin.
 SCRIPTS  := $(wildcard examples/*.sh)
 
@@ -182,6 +185,13 @@ $(BUILD)/tests/%: tests/%.c $(LIBULI) $(LIBEDU)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIBULI) $(LIBEDU) \
 		$(ULI_LDFLAGS) $(LDFLAGS)
+
+# As the selftests' lib.mk builds it: -Wall, the installed uapi headers.
+$(SELFTEST): $(BUILD)/.patched $(HDR)/.stamp
+	@mkdir -p $(@D)
+	@echo "  CC      tools/testing/selftests/uli/uli_test.c"
+	$(Q)$(CC) -Wall -O2 -I$(HDR)/include $(CFLAGS) -o $@ \
+		$(KSRC)/tools/testing/selftests/uli/uli_test.c -static $(LDFLAGS)
 
 $(BUILD)/examples/%: examples/%.c $(LIBULI) $(LIBEDU)
 	@mkdir -p $(@D)

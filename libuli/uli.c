@@ -1,16 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * uli.c - registration, semaphores, blocking and pinning for both
- * delivery methods.
- *
- * The proc method: a SCHED_FIFO thread, running on the handler's stack,
- * blocks in read() on /proc/irq/N/irq and calls the handler for each batch
- * of interrupts.  A blocked registration stops reading the line (the
- * device stays quiet, masked by the kernel) until ULI_unblock_intr().
- * The handler has its thread's TLS, its own.  A fork child inherits no
- * registration: its copy of the file is closed at the fork (else it would
- * keep the line claimed after the owner's end), and its copy of the handle
- * is inert.
+ * uli.c - the API: arguments checked, the handle allocated and made
+ * resident, the device looked up, then the delivery method's operations
+ * (struct __uli_ops: upcall.c, or proc.c when ULI_MODE=proc), with errno
+ * set from what they return.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,285 +32,52 @@
 
 #define ULI_STACK_DEFAULT	(64 * 1024)
 
-static uint64_t __uli_now_ns(void)
+/* A method's -errno as the API's -1 and errno. */
+static int __uli_ret(int ret)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* --- Semaphores (proc method: futexes in our own memory) ---------------- */
-
-static int __uli_futex(atomic_uint *addr, int op, unsigned int val)
-{
-	return syscall(SYS_futex, addr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
-}
-
-static int __uli_sema_check(struct uli *u, int sema)
-{
-	if (!u || sema < 0 || sema >= u->nsemas) {
-		errno = EINVAL;
+	if (ret) {
+		errno = -ret;
 		return -1;
 	}
 	return 0;
 }
+
+/* --- Semaphores --------------------------------------------------------- */
 
 int ULI_sleep(void *uli, int sema)
 {
 	struct uli *u = uli;
-	atomic_uint *c;
-	unsigned int v;
 
-	if (__uli_sema_check(u, sema))
-		return -1;
-	if (u->mode == ULI_METHOD_UPCALL)
-		return __uli_upcall_sleep(u, sema);
-	if (u->inherited) {
-		errno = ENODEV;
+	if (!u || sema < 0 || sema >= u->nsemas) {
+		errno = EINVAL;
 		return -1;
 	}
-	/* As the kernel's semaphore: 0 with one post taken, or EINTR. */
-	c = &u->semas[sema];
-	for (;;) {
-		v = atomic_load(c);
-		while (v)
-			if (atomic_compare_exchange_weak(c, &v, v - 1))
-				return 0;
-		if (__uli_futex(c, FUTEX_WAIT, 0) && errno == EINTR)
-			return -1;
-	}
+	return __uli_ret(u->ops->sleep(u, sema));
 }
 
+/* From the handler too: its errno is its own (its TLS block). */
 int ULI_wakeup(void *uli, int sema)
 {
 	struct uli *u = uli;
 
-	/* The kernel checks the number. */
-	if (u && u->mode == ULI_METHOD_UPCALL)
-		return __uli_upcall_wakeup(u, sema);
-	if (__uli_sema_check(u, sema))
-		return -1;
-	if (u->inherited) {
-		errno = ENODEV;
+	if (!u) {
+		errno = EINVAL;
 		return -1;
 	}
-	atomic_fetch_add(&u->semas[sema], 1);
-	__uli_futex(&u->semas[sema], FUTEX_WAKE, 1);
-	return 0;
-}
-
-/* --- The proc method ---------------------------------------------------- */
-
-static void __uli_proc_call(struct uli *u)
-{
-	uint64_t t0 = __uli_now_ns(), dt;
-
-	/*
-	 * Counted on entry, as the kernel counts an upcall: whoever sees
-	 * what the handler did must see the call counted too.
-	 */
-	atomic_fetch_add(&u->calls, 1);
-	u->func(u->arg);
-	dt = __uli_now_ns() - t0;
-	if (dt > atomic_load(&u->max_ns))
-		atomic_store(&u->max_ns, dt);
-}
-
-/* Interrupts that read() reported, for the next call. */
-static void __uli_proc_add(struct uli *u, const struct irq_user_event *ev)
-{
-	atomic_fetch_add(&u->interrupts, ev->count);
-	atomic_fetch_add(&u->pending, ev->count);
-	u->cycles = ev->cycles;
-	u->status |= ev->status;
-}
-
-/*
- * The thread blocks in read(), as the 2005 /proc method intends: one
- * system call per batch of interrupts.  Cancellation (ULI_destroy) is
- * allowed only there, never in the middle of a handler.
- */
-static void *__uli_proc_thread(void *arg)
-{
-	struct uli *u = arg;
-	struct pollfd pfd = { .fd = u->fd, .events = POLLIN };
-	struct irq_user_event ev;
-	ssize_t n;
-
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	for (;;) {
-		/*
-		 * Blocked: stop reading, which would unmask the device; the
-		 * kernel keeps it masked and counts what comes in.
-		 */
-		while (atomic_load(&u->blocked))
-			__uli_futex((atomic_uint *)&u->blocked, FUTEX_WAIT, 1);
-		if (atomic_load(&u->stop))
-			break;
-		if (!atomic_load(&u->pending)) {
-			pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-			n = read(u->fd, &ev, sizeof(ev));
-			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-			if (n != sizeof(ev))
-				continue;	/* EINTR */
-			u->status = 0;
-			__uli_proc_add(u, &ev);
-		} else if ((u->kernel_acks || u->msi) && poll(&pfd, 1, 0) == 1 &&
-			   read(u->fd, &ev, sizeof(ev)) == sizeof(ev)) {
-			/*
-			 * Left over from a block: what came in since is part
-			 * of the same call, as in the upcall method.  Only a
-			 * source nobody masks (MMIO acknowledged by the
-			 * kernel, MSI): poll() would lift a mask from a
-			 * device still waiting for its handler.
-			 */
-			__uli_proc_add(u, &ev);
-		}
-
-		/* block_intr() sets blocked, then waits for running to clear. */
-		atomic_store(&u->running, 1);
-		if (!atomic_load(&u->blocked)) {
-			atomic_store(&u->pending, 0);
-			__uli_proc_call(u);
-		}
-		atomic_store(&u->running, 0);
-	}
-	return NULL;
-}
-
-/*
- * The proc registrations of this process, for fork(): a child's copy of
- * the /proc file would keep the line claimed after the owner ended the
- * registration (the kernel lets go of it at the file's last close), and
- * its thread is not in the child.
- */
-static pthread_mutex_t __uli_list_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct uli *__uli_proc_list;
-static pthread_once_t __uli_atfork_once = PTHREAD_ONCE_INIT;
-
-static void __uli_fork_prepare(void)
-{
-	pthread_mutex_lock(&__uli_list_lock);
-}
-
-static void __uli_fork_parent(void)
-{
-	pthread_mutex_unlock(&__uli_list_lock);
-}
-
-static void __uli_fork_child(void)
-{
-	struct uli *u;
-
-	for (u = __uli_proc_list; u; u = u->next) {
-		u->inherited = true;
-		u->thread_started = false;
-		if (u->fd >= 0)
-			close(u->fd);
-		u->fd = -1;
-	}
-	pthread_mutex_unlock(&__uli_list_lock);
-}
-
-static void __uli_atfork_init(void)
-{
-	pthread_atfork(__uli_fork_prepare, __uli_fork_parent, __uli_fork_child);
-}
-
-static void __uli_list_add(struct uli *u)
-{
-	pthread_once(&__uli_atfork_once, __uli_atfork_init);
-	pthread_mutex_lock(&__uli_list_lock);
-	u->next = __uli_proc_list;
-	__uli_proc_list = u;
-	pthread_mutex_unlock(&__uli_list_lock);
-}
-
-static void __uli_list_del(struct uli *u)
-{
-	struct uli **pp;
-
-	pthread_mutex_lock(&__uli_list_lock);
-	for (pp = &__uli_proc_list; *pp; pp = &(*pp)->next) {
-		if (*pp == u) {
-			*pp = u->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&__uli_list_lock);
-}
-
-static int __uli_proc_start(struct uli *u, const struct irq_user_dev *dev)
-{
-	struct sched_param sp = { .sched_priority = sched_get_priority_max(SCHED_FIFO) - 10 };
-	char path[64];
-	pthread_attr_t attr;
-	uint32_t n;
-	int ret;
-
-	snprintf(path, sizeof(path), "/proc/irq/%d/irq", u->irq);
-	/* Listed first: a fork from now on closes the child's copy. */
-	__uli_list_add(u);
-	u->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (u->fd < 0)
-		return -errno;
-	if (dev && ioctl(u->fd, IRQ_USER_SET_DEVICE, dev))
-		return -errno;
-	/* Claim now, so that a busy line fails the registration. */
-	if (read(u->fd, &n, sizeof(n)) == sizeof(n)) {
-		atomic_store(&u->interrupts, n);
-		atomic_store(&u->pending, n);
-	} else if (errno != EAGAIN) {
-		return -errno;
-	}
-	/* From now on the thread blocks in read(). */
-	if (fcntl(u->fd, F_SETFL, 0))
-		return -errno;
-
-	pthread_attr_init(&attr);
-	pthread_attr_setstack(&attr, u->stack, u->stacksize);
-	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
-	pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
-	pthread_attr_setschedparam(&attr, &sp);
-	ret = pthread_create(&u->thread, &attr, __uli_proc_thread, u);
-	if (ret == EPERM) {	/* no real-time privilege: run it anyway */
-		pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
-		ret = pthread_create(&u->thread, &attr, __uli_proc_thread, u);
-	}
-	pthread_attr_destroy(&attr);
-	if (ret)
-		return -ret;
-	u->thread_started = true;
-	return 0;
-}
-
-static void __uli_proc_stop(struct uli *u)
-{
-	__uli_list_del(u);
-	if (u->thread_started) {
-		atomic_store(&u->stop, 1);
-		pthread_cancel(u->thread);	/* acts in read() only */
-		/* A blocked thread waits on a futex: let it go. */
-		atomic_store(&u->blocked, 0);
-		__uli_futex((atomic_uint *)&u->blocked, FUTEX_WAKE, 1);
-		pthread_join(u->thread, NULL);
-	}
-	if (u->fd >= 0)
-		close(u->fd);
+	return __uli_ret(u->ops->wakeup(u, sema));
 }
 
 /* --- Registration ------------------------------------------------------- */
 
-static int __uli_method(void)
+static const struct __uli_ops *__uli_method(void)
 {
 	const char *m = getenv("ULI_MODE");
 
 	if (!m || !*m || !strcmp(m, "upcall"))
-		return ULI_METHOD_UPCALL;
+		return &__uli_upcall_ops;
 	if (!strcmp(m, "proc"))
-		return ULI_METHOD_PROC;
-	return -1;
+		return &__uli_proc_ops;
+	return NULL;
 }
 
 static void __uli_free(struct uli *u)
@@ -325,7 +85,6 @@ static void __uli_free(struct uli *u)
 	if (u->own_stack && u->stack)
 		munmap(u->stack, u->stacksize);
 	__uli_tls_destroy(u);
-	free(u->semas);
 	munmap(u, u->size);
 }
 
@@ -404,11 +163,11 @@ static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t size = (sizeof(struct uli) + page - 1) / page * page;
-	int method = __uli_method();
+	const struct __uli_ops *ops = __uli_method();
 	struct uli *u;
 
 	if (!func || nsemas < 0 || nsemas > ULI_MAX_SEMAS || stacksize < 0 ||
-	    (!stack) != (!stacksize) || method < 0 ||
+	    (!stack) != (!stacksize) || !ops ||
 	    (stack && stacksize < ULI_STACK_MIN)) {
 		errno = EINVAL;
 		return NULL;
@@ -418,14 +177,11 @@ static struct uli *__uli_alloc(uli_func_t func, void *arg, int nsemas,
 	if (u == MAP_FAILED)
 		return NULL;
 	u->size = size;
-	u->mode = method;
+	u->ops = ops;
 	u->func = func;
 	u->arg = arg;
 	u->fd = u->ulifd = -1;
 	u->nsemas = nsemas;
-	u->semas = calloc(nsemas ? nsemas : 1, sizeof(*u->semas));
-	if (!u->semas)
-		goto nomem;
 	if (stack) {
 		u->stack = stack;
 		u->stacksize = stacksize;
@@ -460,19 +216,12 @@ nomem:
 	return NULL;
 }
 
-static void *__uli_start(struct uli *u, const struct irq_user_dev *dev, int flags)
+static void *__uli_start(struct uli *u, const struct irq_user_dev *dev)
 {
-	int ret;
+	int ret = u->ops->start(u, dev);
 
-	if (u->mode == ULI_METHOD_PROC)
-		ret = __uli_proc_start(u, dev);
-	else
-		ret = __uli_upcall_start(u, dev, flags);
 	if (ret) {
-		if (u->mode == ULI_METHOD_PROC)
-			__uli_proc_stop(u);
-		else
-			__uli_upcall_stop(u);	/* ends a registration made */
+		u->ops->stop(u);	/* ends a registration made */
 		__uli_free(u);
 		errno = -ret;
 		return NULL;
@@ -493,7 +242,7 @@ void *ULI_register_irq(int irq, uli_func_t func, void *arg,
 	if (!u)
 		return NULL;
 	u->irq = irq;
-	return __uli_start(u, NULL, 0);
+	return __uli_start(u, NULL);
 }
 
 /* "DDDD:BB:DD.F" or "BB:DD.F", enabled so that its INTx is routed. */
@@ -574,7 +323,7 @@ static void *__uli_register_pci(const char *bdf, const struct uli_mmio_regs *reg
 		u->msi = true;
 	}
 	u->irq = irq;
-	return __uli_start(u, &dev, flags);
+	return __uli_start(u, &dev);
 }
 
 void *ULI_register_pci(const char *bdf, uli_func_t func, void *arg,
@@ -606,11 +355,8 @@ int ULI_destroy(void *uli)
 		errno = EINVAL;
 		return -1;
 	}
-	/* A fork child's copy: proc_stop finds no thread (see __uli_fork_child). */
-	if (u->mode == ULI_METHOD_PROC)
-		__uli_proc_stop(u);
-	else
-		__uli_upcall_stop(u);
+	/* A fork child's copy: proc's stop finds no thread (__uli_fork_child). */
+	u->ops->stop(u);
 	__uli_free(u);
 	return 0;
 }
@@ -622,7 +368,6 @@ int ULI_pin(void *uli, void *addr, size_t len)
 	struct uli *u = uli;
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t a = (uintptr_t)addr, start, end;
-	int ret;
 
 	if (!u || !len || a + len < a || a + len > UINTPTR_MAX - page + 1) {
 		errno = EINVAL;
@@ -630,15 +375,7 @@ int ULI_pin(void *uli, void *addr, size_t len)
 	}
 	start = a & ~(page - 1);
 	end = (a + len + page - 1) & ~(page - 1);
-	/* A thread takes its page faults: resident is enough. */
-	if (u->mode == ULI_METHOD_PROC)
-		return mlock((void *)start, end - start);
-	ret = __uli_upcall_pin(u, start, end);
-	if (ret) {
-		errno = -ret;
-		return -1;
-	}
-	return 0;
+	return __uli_ret(u->ops->pin(u, start, end));
 }
 
 /* --- Blocking ----------------------------------------------------------- */
@@ -647,34 +384,16 @@ void ULI_block_intr(void *uli)
 {
 	struct uli *u = uli;
 
-	if (!u)
-		return;
-	if (u->mode == ULI_METHOD_UPCALL) {
-		__uli_upcall_block(u, true);
-		return;
-	}
-	if (u->inherited)
-		return;
-	atomic_store(&u->blocked, 1);
-	while (atomic_load(&u->running))
-		sched_yield();
+	if (u)
+		u->ops->block(u, true);
 }
 
 void ULI_unblock_intr(void *uli)
 {
 	struct uli *u = uli;
 
-	if (!u)
-		return;
-	if (u->mode == ULI_METHOD_UPCALL) {
-		__uli_upcall_block(u, false);
-		return;
-	}
-	if (u->inherited)
-		return;
-	atomic_store(&u->blocked, 0);
-	/* The thread runs the collapsed call, if any. */
-	__uli_futex((atomic_uint *)&u->blocked, FUTEX_WAKE, 1);
+	if (u)
+		u->ops->block(u, false);
 }
 
 /* --- Introspection ------------------------------------------------------ */
@@ -687,13 +406,7 @@ int ULI_get_stats(void *uli, struct uli_stats *st)
 		errno = EINVAL;
 		return -1;
 	}
-	if (u->mode == ULI_METHOD_UPCALL)
-		return __uli_upcall_stats(u, st);
-	memset(st, 0, sizeof(*st));
-	st->calls = atomic_load(&u->calls);
-	st->interrupts = atomic_load(&u->interrupts);
-	st->max_handler_ns = atomic_load(&u->max_ns);
-	return 0;
+	return __uli_ret(u->ops->stats(u, st));
 }
 
 int ULI_set_budget(void *uli, uint64_t ns)
@@ -705,9 +418,7 @@ int ULI_set_budget(void *uli, uint64_t ns)
 		errno = EINVAL;
 		return -1;
 	}
-	if (u->mode == ULI_METHOD_UPCALL)
-		return __uli_upcall_budget(u, ns);
-	return 0;	/* a thread cannot hang the CPU: nothing to enforce */
+	return __uli_ret(u->ops->budget(u, ns));
 }
 
 int ULI_set_share(void *uli, unsigned int permille)
@@ -718,16 +429,14 @@ int ULI_set_share(void *uli, unsigned int permille)
 		errno = EINVAL;
 		return -1;
 	}
-	if (u->mode == ULI_METHOD_UPCALL)
-		return __uli_upcall_share(u, permille);
-	return 0;	/* a thread is scheduled as any other: nothing to enforce */
+	return __uli_ret(u->ops->share(u, permille));
 }
 
 const char *ULI_mode(void *uli)
 {
 	struct uli *u = uli;
 
-	return !u ? NULL : u->mode == ULI_METHOD_PROC ? "proc" : "upcall";
+	return u ? u->ops->name : NULL;
 }
 
 int ULI_irq(void *uli)
@@ -737,33 +446,27 @@ int ULI_irq(void *uli)
 	return u && !u->msi ? u->irq : -1;
 }
 
+/*
+ * The page the handler reads in both methods: the kernel's for the upcall,
+ * the proc thread's own (no upcall stamp) for /proc.
+ */
 uint64_t ULI_hardirq_cycles(void *uli)
 {
 	struct uli *u = uli;
 
-	if (!u)
-		return 0;
-	if (u->mode == ULI_METHOD_UPCALL)
-		return u->shared ? ((const volatile struct uli_page *)u->shared)->hardirq_tsc : 0;
-	return u->cycles;
+	return u && u->shared ? u->shared->hardirq_tsc : 0;
 }
 
 uint32_t ULI_status(void *uli)
 {
 	struct uli *u = uli;
 
-	if (!u)
-		return 0;
-	if (u->mode == ULI_METHOD_UPCALL)
-		return u->shared ? ((const volatile struct uli_page *)u->shared)->status : 0;
-	return u->status;
+	return u && u->shared ? u->shared->status : 0;
 }
 
 uint64_t ULI_upcall_cycles(void *uli)
 {
 	struct uli *u = uli;
 
-	if (!u || u->mode != ULI_METHOD_UPCALL || !u->shared)
-		return 0;
-	return ((const volatile struct uli_page *)u->shared)->upcall_tsc;
+	return u && u->shared ? u->shared->upcall_tsc : 0;
 }

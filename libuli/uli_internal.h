@@ -10,14 +10,36 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <linux/uli.h>
+
 #include "uli.h"
 
-#define ULI_MAX_SEMAS	64
 #define ULI_STACK_MIN	(16 * 1024)
 
-enum { ULI_METHOD_UPCALL, ULI_METHOD_PROC };
-
 struct irq_user_dev;
+struct uli;
+
+/*
+ * A delivery method (upcall.c, proc.c).  Each operation returns 0 or
+ * -errno; the public functions (uli.c) check their arguments, call these
+ * and set errno.  wakeup() is also called from a running handler.
+ */
+struct __uli_ops {
+	const char *name;
+	/* On failure the caller calls stop(), which ends what was done. */
+	int (*start)(struct uli *u, const struct irq_user_dev *dev);
+	void (*stop)(struct uli *u);
+	int (*sleep)(struct uli *u, int sema);
+	int (*wakeup)(struct uli *u, int sema);
+	void (*block)(struct uli *u, bool block);
+	int (*stats)(struct uli *u, struct uli_stats *st);
+	int (*budget)(struct uli *u, uint64_t ns);
+	int (*share)(struct uli *u, unsigned int permille);
+	/* [start, end), page-aligned */
+	int (*pin)(struct uli *u, uintptr_t start, uintptr_t end);
+};
+
+extern const struct __uli_ops __uli_upcall_ops, __uli_proc_ops;
 
 /* What the trampoline (asm/uli_trampoline.asm) finds at %rdi. */
 struct __uli_tramp {
@@ -39,7 +61,7 @@ struct __uli_range {
  */
 struct uli {
 	size_t size;			/* of this mapping */
-	int mode;
+	const struct __uli_ops *ops;
 	uli_func_t func;
 	void *arg;
 	int irq;
@@ -58,29 +80,21 @@ struct uli {
 	atomic_int stop, blocked, running;
 	atomic_uint pending;
 	atomic_uint_fast64_t calls, interrupts, max_ns;
-	uint64_t cycles;		/* of the batch being handled */
-	uint32_t status;		/* ... and its acknowledged status bits */
+	struct uli_page page;		/* what *shared is: the batch's stamp, status */
 	bool kernel_acks;		/* ULI_register_mmio(): never masked */
 	bool msi;			/* ULI_MSI: never masked; irq is the line */
+
+	/* both: the kernel's page (upcall), or page (proc) */
+	const volatile struct uli_page *shared;
 
 	/* upcall method */
 	int ulifd;			/* /dev/uli */
 	struct __uli_tramp tramp;
-	const volatile void *shared;	/* struct uli_page, read-only */
 	void *tls;			/* the handler's TLS block (image.c) */
 	size_t tls_size;
 	uintptr_t fsbase;		/* its TCB, the handler's FS base */
 };
 
-int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags);
-void __uli_upcall_stop(struct uli *u);
-int __uli_upcall_sleep(struct uli *u, int sema);
-int __uli_upcall_wakeup(struct uli *u, int sema);
-void __uli_upcall_block(struct uli *u, bool block);
-int __uli_upcall_stats(struct uli *u, struct uli_stats *st);
-int __uli_upcall_budget(struct uli *u, uint64_t ns);
-int __uli_upcall_share(struct uli *u, unsigned int permille);
-int __uli_upcall_pin(struct uli *u, uintptr_t start, uintptr_t end);
 
 /* image.c: what libuli needs of the program's ELF image. */
 int __uli_tls_create(struct uli *u);

@@ -55,7 +55,7 @@ static inline long __uli_ioctl(int fd, unsigned long cmd, unsigned long arg)
 	return ret;
 }
 
-int __uli_upcall_pin(struct uli *u, uintptr_t start, uintptr_t end)
+static int __uli_upcall_pin(struct uli *u, uintptr_t start, uintptr_t end)
 {
 	struct uli_pin p = { .addr = start, .len = end - start };
 
@@ -93,7 +93,7 @@ static int __uli_pin_own(struct uli *u)
  * On failure the caller ends what was done with __uli_upcall_stop():
  * closing the file ends a registration that succeeded.
  */
-int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags)
+static int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev)
 {
 	struct uli_register r;
 	void *page;
@@ -115,7 +115,7 @@ int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags)
 		r.source = ULI_SOURCE_IRQ;
 		r.irq = u->irq;
 	} else {
-		r.source = flags == ULI_MSI ? ULI_SOURCE_PCI_MSI :
+		r.source = dev->type == IRQ_USER_DEV_PCI_MSI ? ULI_SOURCE_PCI_MSI :
 			   dev->type == IRQ_USER_DEV_MMIO ? ULI_SOURCE_PCI_MMIO :
 			   ULI_SOURCE_PCI_INTX;
 		if (r.source == ULI_SOURCE_PCI_MMIO)
@@ -147,7 +147,7 @@ int __uli_upcall_start(struct uli *u, const struct irq_user_dev *dev, int flags)
  * waited for, so the caller may then unmap its TLS block and stack.  In
  * another process (a fork child) it only lets go of that one's copy.
  */
-void __uli_upcall_stop(struct uli *u)
+static void __uli_upcall_stop(struct uli *u)
 {
 	if (u->shared)
 		munmap((void *)u->shared, 4096);
@@ -157,44 +157,29 @@ void __uli_upcall_stop(struct uli *u)
 	u->ulifd = -1;
 }
 
-int __uli_upcall_sleep(struct uli *u, int sema)
+static int __uli_upcall_sleep(struct uli *u, int sema)
 {
-	long ret = __uli_ioctl(u->ulifd, ULI_IOC_SLEEP, (unsigned long)sema);
-
-	if (ret < 0) {
-		errno = (int)-ret;
-		return -1;
-	}
-	return 0;
+	return (int)__uli_ioctl(u->ulifd, ULI_IOC_SLEEP, (unsigned long)sema);
 }
 
-/*
- * From the handler too: its errno is its own (the TLS block), no thread's,
- * so it is set as anywhere else.
- */
-int __uli_upcall_wakeup(struct uli *u, int sema)
+/* From the handler too: the kernel checks the number. */
+static int __uli_upcall_wakeup(struct uli *u, int sema)
 {
-	long ret = __uli_ioctl(u->ulifd, ULI_IOC_WAKEUP, (unsigned long)(long)sema);
-
-	if (ret < 0) {
-		errno = (int)-ret;
-		return -1;
-	}
-	return 0;
+	return (int)__uli_ioctl(u->ulifd, ULI_IOC_WAKEUP, (unsigned long)(long)sema);
 }
 
-void __uli_upcall_block(struct uli *u, bool block)
+static void __uli_upcall_block(struct uli *u, bool block)
 {
 	__uli_ioctl(u->ulifd, block ? ULI_IOC_BLOCK : ULI_IOC_UNBLOCK, 0);
 }
 
-int __uli_upcall_stats(struct uli *u, struct uli_stats *st)
+static int __uli_upcall_stats(struct uli *u, struct uli_stats *st)
 {
 	struct uli_counters k;
 	unsigned int i;
 
 	if (ioctl(u->ulifd, ULI_IOC_STATS, &k))
-		return -1;
+		return -errno;
 	memset(st, 0, sizeof(*st));
 	st->interrupts = k.interrupts;
 	for (i = 0; i < ULI_NR_CTX; i++)
@@ -214,16 +199,29 @@ int __uli_upcall_stats(struct uli *u, struct uli_stats *st)
 	return 0;
 }
 
-int __uli_upcall_budget(struct uli *u, uint64_t ns)
+static int __uli_upcall_budget(struct uli *u, uint64_t ns)
 {
 	__u64 v = ns;
 
-	return ioctl(u->ulifd, ULI_IOC_SET_BUDGET, &v) ? -1 : 0;
+	return ioctl(u->ulifd, ULI_IOC_SET_BUDGET, &v) ? -errno : 0;
 }
 
-int __uli_upcall_share(struct uli *u, unsigned int permille)
+static int __uli_upcall_share(struct uli *u, unsigned int permille)
 {
 	__u32 v = permille;
 
-	return ioctl(u->ulifd, ULI_IOC_SET_SHARE, &v) ? -1 : 0;
+	return ioctl(u->ulifd, ULI_IOC_SET_SHARE, &v) ? -errno : 0;
 }
+
+const struct __uli_ops __uli_upcall_ops = {
+	.name		= "upcall",
+	.start		= __uli_upcall_start,
+	.stop		= __uli_upcall_stop,
+	.sleep		= __uli_upcall_sleep,
+	.wakeup		= __uli_upcall_wakeup,
+	.block		= __uli_upcall_block,
+	.stats		= __uli_upcall_stats,
+	.budget		= __uli_upcall_budget,
+	.share		= __uli_upcall_share,
+	.pin		= __uli_upcall_pin,
+};
