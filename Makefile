@@ -147,10 +147,12 @@ $(KDBGIMG): $(KDBG)/.config $(BUILD)/.patched
 kernel: $(KOUT)/vmlinux
 kernel-debug: $(KDBGIMG)
 
-# The patched uapi headers (irq_user.h, uli.h) for user space.
-$(HDR)/.stamp: $(BUILD)/.patched $(KOUT)/.config
+# The patched uapi headers (irq_user.h, uli.h) for user space.  Not from
+# the configured kernel's tree: headers_install needs no .config, and a
+# change of configuration does not rebuild user space.
+$(HDR)/.stamp: $(BUILD)/.patched
 	@echo "  HEADERS $(HDR)"
-	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KOUT)) headers_install \
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(BUILD)/headers-obj) headers_install \
 		INSTALL_HDR_PATH=$(abspath $(HDR)) >/dev/null
 	$(Q)touch $@
 headers: $(HDR)/.stamp
