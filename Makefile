@@ -54,11 +54,13 @@ Q := @
 endif
 export ACCEL SMP ICOUNT PTI V
 
-LIB_SRC  := $(filter-out libuli/edu.c,$(wildcard libuli/*.c))
+LIB_SRC  := $(wildcard libuli/*.c)
 LIB_OBJ  := $(patsubst libuli/%.c,$(BUILD)/lib/%.o,$(LIB_SRC)) \
             $(patsubst asm/%.asm,$(BUILD)/lib/%.o,$(wildcard asm/*.asm))
 LIBULI   := $(BUILD)/lib/libuli.a
-LIBEDU   := $(BUILD)/lib/libedu.a
+# The helpers the tests, examples and benchmark share (tests/lib).
+HLP_OBJ  := $(patsubst tests/lib/%.c,$(BUILD)/helpers/%.o,$(wildcard tests/lib/*.c))
+LIBHLP   := $(BUILD)/helpers/libhelpers.a
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 # The series' own selftest (tools/testing/selftests/uli), built from the
 # patched tree and run with the others.
@@ -157,7 +159,7 @@ $(HDR)/.stamp: $(BUILD)/.patched
 	$(Q)touch $@
 headers: $(HDR)/.stamp
 
-# --- User space: libuli, the edu helper, examples, tests -----------------
+# --- User space: libuli, the test helpers, examples, tests ---------------
 $(BUILD)/lib/%.o: libuli/%.c $(HDR)/.stamp
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
@@ -172,20 +174,26 @@ $(LIBULI): $(LIB_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(LIBEDU): $(BUILD)/lib/edu.o
+$(BUILD)/helpers/%.o: tests/lib/%.c $(HDR)/.stamp
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(LIBHLP): $(HLP_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-lib: $(LIBULI) $(LIBEDU)
+lib: $(LIBULI) $(LIBHLP)
 
+$(BUILD)/helpers/% $(BUILD)/tests/% $(BUILD)/examples/%: private ULI_CFLAGS += -Itests/lib
 # kselftest_harness.h's macros compare signed with unsigned and leave
 # parameters unused: the selftests build it with -Wall only.
 $(BUILD)/tests/% $(BUILD)/examples/%: private ULI_CFLAGS += -I$(KSRC)/tools/testing/selftests
 $(BUILD)/tests/%: private ULI_CFLAGS += -Wno-unused-parameter -Wno-sign-compare -Wno-clobbered
-$(BUILD)/tests/%: tests/%.c $(LIBULI) $(LIBEDU)
+$(BUILD)/tests/%: tests/%.c $(LIBHLP) $(LIBULI)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIBULI) $(LIBEDU) \
+	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -o $@ $< $(LIBHLP) $(LIBULI) \
 		$(ULI_LDFLAGS) $(LDFLAGS)
 
 # As the selftests' lib.mk builds it: -Wall, the installed uapi headers.
@@ -195,13 +203,14 @@ $(SELFTEST): $(BUILD)/.patched $(HDR)/.stamp
 	$(Q)$(CC) -Wall -O2 -I$(HDR)/include $(CFLAGS) -o $@ \
 		$(KSRC)/tools/testing/selftests/uli/uli_test.c -static $(LDFLAGS)
 
-$(BUILD)/examples/%: examples/%.c $(LIBULI) $(LIBEDU)
+$(BUILD)/examples/%: examples/%.c $(LIBHLP) $(LIBULI)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -o $@ $< $(LIBULI) $(LIBEDU) \
+	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -o $@ $< $(LIBHLP) $(LIBULI) \
 		$(ULI_LDFLAGS) $(LDFLAGS)
 
--include $(wildcard $(BUILD)/lib/*.d $(BUILD)/tests/*.d $(BUILD)/examples/*.d)
+-include $(wildcard $(BUILD)/lib/*.d $(BUILD)/helpers/*.d $(BUILD)/tests/*.d \
+		     $(BUILD)/examples/*.d)
 
 progs: $(PROGS)
 
@@ -317,7 +326,7 @@ check-install:
 	@echo "  OK      check-install"
 
 clean:
-	rm -rf $(BUILD)/lib $(BUILD)/tests $(BUILD)/examples $(BUILD)/initramfs.*
+	rm -rf $(BUILD)/lib $(BUILD)/helpers $(BUILD)/tests $(BUILD)/examples $(BUILD)/initramfs.*
 
 distclean:
 	rm -rf $(BUILD)

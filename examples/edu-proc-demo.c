@@ -17,22 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/irq_user.h>
 
-#include "edu.h"
-#include "uli.h"
+#include "helpers.h"
 
 #define ROUNDS 1000
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int die(const char *what, int err)
 {
@@ -82,11 +72,11 @@ static int exclusive_line(void)
 		return die("claim", errno);
 	for (i = 0; i < ROUNDS; i++) {
 		/* The raise is synchronous: the read below finds it or waits. */
-		t0 = now_ns();
+		t0 = t_now_ns();
 		edu_raise(&e, 1);
 		if (read(fd, &n, sizeof(n)) != sizeof(n) || n != 1)
 			return die("read", errno ? errno : EPROTO);
-		dt = now_ns() - t0;
+		dt = t_now_ns() - t0;
 		total += dt;
 		worst = dt > worst ? dt : worst;
 		edu_ack(&e, 1);

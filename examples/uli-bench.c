@@ -73,7 +73,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -96,8 +95,7 @@
 #include <linux/irq_user.h>
 #include <linux/uli.h>
 
-#include "edu.h"
-#include "uli.h"
+#include "helpers.h"
 
 extern char **environ;
 
@@ -135,22 +133,6 @@ static int fifo_prio;
 static enum scen cur_scen;
 static int cur_irq;		/* the Linux IRQ of the method: line or MSI */
 
-static inline uint64_t rdtsc(void)
-{
-	uint32_t lo, hi;
-
-	__asm__ volatile ("lfence; rdtsc" : "=a" (lo), "=d" (hi) :: "memory");
-	return (uint64_t)hi << 32 | lo;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_us(unsigned int us)
 {
 	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
@@ -162,15 +144,6 @@ static void sleep_us(unsigned int us)
 static double c2ns(double cycles)
 {
 	return cycles * 1e9 / tsc_hz;
-}
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
 }
 
 /* --- The handler body, the same for every method ------------------------- */
@@ -207,14 +180,14 @@ static inline void bench_body(uint64_t t, uint64_t hw)
 		C.rt_left--;
 		edu_raise(&e, 1);
 	}
-	s->exit = rdtsc();
+	s->exit = t_rdtsc();
 	atomic_store_explicit(&C.n, i + 1, memory_order_release);
 }
 
 /* upcall and proc-read: called by libuli (no system call in here). */
 static void uli_handler(void *arg)
 {
-	uint64_t t = rdtsc();
+	uint64_t t = t_rdtsc();
 
 	(void)arg;
 	bench_body(t, ULI_hardirq_cycles(C.uli));
@@ -272,7 +245,7 @@ static void *epoll_waiter(void *arg)
 			w->err = errno;
 			break;
 		}
-		bench_body(rdtsc(), ev.cycles);
+		bench_body(t_rdtsc(), ev.cycles);
 	}
 	return NULL;
 }
@@ -295,7 +268,7 @@ static void *uio_waiter(void *arg)
 			w->err = n < 0 ? errno : EIO;
 			break;
 		}
-		bench_body(rdtsc(), 0);
+		bench_body(t_rdtsc(), 0);
 		/* uio_pci_generic masked the device (DisINTx): 6.12 has no irqcontrol. */
 		ret = edu_set_intx(&e, true);
 		if (ret) {
@@ -326,12 +299,12 @@ static struct {
 
 static void *owner_spinner(void *arg)
 {
-	uint64_t prev = rdtsc(), t;
+	uint64_t prev = t_rdtsc(), t;
 	unsigned int n;
 
 	(void)arg;
 	while (!atomic_load_explicit(&spin.stop, memory_order_relaxed)) {
-		t = rdtsc();
+		t = t_rdtsc();
 		if (t - prev > GAP_MIN_CYCLES &&
 		    atomic_load_explicit(&spin.record, memory_order_relaxed)) {
 			n = atomic_load_explicit(&spin.n, memory_order_relaxed);
@@ -350,7 +323,7 @@ static void *owner_spinner(void *arg)
 static int foreign_main(int cpu)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (pin(cpu))
+	if (t_pin(cpu))
 		return 1;
 	for (;;)
 		__asm__ volatile ("" ::: "memory");
@@ -376,7 +349,7 @@ static int load_main(const char *kind, int cpu)
 	int zero, null;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (pin(cpu))
+	if (t_pin(cpu))
 		return 1;
 	if (!strcmp(kind, "mem")) {
 		m = malloc(MEM);
@@ -510,54 +483,12 @@ static bool uio_bound;
 
 static bool wait_done(unsigned int want, bool uio, uint64_t timeout_ns);
 
-/* Deliver @irq to the IRQ's CPU. */
-static int set_irq_cpu(int irq)
-{
-	char path[64], buf[16];
-	int fd, ret = 0;
-
-	snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", irq);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	snprintf(buf, sizeof(buf), "%d\n", irq_cpu);
-	if (fd < 0 || write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf))
-		ret = -errno;
-	if (fd >= 0)
-		close(fd);
-	return ret;
-}
-
-/* The Linux IRQ of the device's MSI vector, or -errno. */
-static int msi_irq(void)
-{
-	char path[96];
-	struct dirent *d;
-	int irq = -ENOENT;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/msi_irqs", e.bdf);
-	dir = opendir(path);
-	if (!dir)
-		return -errno;
-	while ((d = readdir(dir)))
-		if (d->d_name[0] != '.')
-			irq = atoi(d->d_name);
-	closedir(dir);
-	return irq;
-}
-
 static int check_irq_cpu(int irq)
 {
-	char path[64];
-	int cpu = -1;
-	FILE *f;
+	int cpu = t_irq_cpu(irq);
 
-	snprintf(path, sizeof(path), "/proc/irq/%d/effective_affinity_list", irq);
-	f = fopen(path, "r");
-	if (!f)
-		return -errno;
-	if (fscanf(f, "%d", &cpu) != 1)
-		cpu = -1;
-	fclose(f);
+	if (cpu < 0)
+		return cpu;
 	if (cpu != irq_cpu) {
 		printf("INFO error: irq %d is delivered to CPU %d, not %d\n", irq, cpu, irq_cpu);
 		return -EXDEV;
@@ -580,7 +511,7 @@ static int method_start(enum method m)
 	atomic_store(&C.n, 0);
 	atomic_store(&C.armed, 0);
 	/* Threads libuli creates inherit our affinity: the IRQ's CPU. */
-	ret = pin(irq_cpu);
+	ret = t_pin(irq_cpu);
 	if (ret)
 		return ret;
 
@@ -609,10 +540,10 @@ static int method_start(enum method m)
 		if (strcmp(ULI_mode(C.uli), proc ? "proc" : "upcall"))
 			return -EPROTO;
 		if (m == M_UPCALL_MSI || m == M_PROC_MSI) {
-			irq = msi_irq();
-			if (irq < 0)
-				return irq;
-			ret = set_irq_cpu(irq);
+			irq = t_msi_irq(&e);
+			if (irq <= 0)
+				return irq ? irq : -ENOENT;
+			ret = t_set_irq_cpu(irq, irq_cpu);
 			if (ret)
 				return ret;
 			/* An MSI moves at its next interrupt: have one. */
@@ -684,7 +615,7 @@ static int method_start(enum method m)
 	if (ret)
 		return ret;
 	cur_irq = irq;
-	return pin(raise_cpu);
+	return t_pin(raise_cpu);
 }
 
 static void method_stats(enum method m, enum scen s)
@@ -895,7 +826,7 @@ static size_t kernel_floor_n[NR_SCENS];
 
 static bool wait_done(unsigned int want, bool uio, uint64_t timeout_ns)
 {
-	uint64_t end = now_ns() + timeout_ns;
+	uint64_t end = t_now_ns() + timeout_ns;
 	unsigned int i = 0;
 
 	for (;;) {
@@ -904,7 +835,7 @@ static bool wait_done(unsigned int want, bool uio, uint64_t timeout_ns)
 			return true;
 		if (opt_sleepwait || cur_scen == S_LOADED)
 			sleep_us(opt_sleepwait ? opt_sleepwait : 5);
-		if (++i % 4096 == 0 && now_ns() > end)
+		if (++i % 4096 == 0 && t_now_ns() > end)
 			return false;
 	}
 }
@@ -935,7 +866,7 @@ static int run_latency(enum method m, enum scen s)
 	for (i = 0; i < total; i++) {
 		sleep_us(opt_gap_us);
 		entry_cycles();		/* clears what came before the raise */
-		C.s[i].raise = rdtsc();
+		C.s[i].raise = t_rdtsc();
 		edu_raise(&e, 1);
 		if (!wait_done(i + 1, uio, 2000000000ull)) {
 			printf("INFO error: %s %s: sample %u: no handler call within 2 s\n",
@@ -1071,13 +1002,13 @@ static int run_roundtrip(enum method m, enum scen s, bool xcpu)
 static int run_cell(enum method m, enum scen s)
 {
 	int ret, r;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = t_now_ns();
 
 	ret = method_start(m);
 	if (ret) {
 		printf("INFO error: %s: registration: %s\n", method_name[m], strerror(-ret));
 		method_stop();
-		pin(raise_cpu);
+		t_pin(raise_cpu);
 		return ret;
 	}
 	cur_scen = s;
@@ -1107,7 +1038,7 @@ static int run_cell(enum method m, enum scen s)
 		ret = ret ? ret : r;
 	}
 	printf("INFO cell %s %s done in %.1f s%s\n", method_name[m], scen_name[s],
-	       (now_ns() - t0) / 1e9, ret ? " (FAILED)" : "");
+	       (t_now_ns() - t0) / 1e9, ret ? " (FAILED)" : "");
 	fflush(stdout);
 	return ret;
 }
@@ -1118,11 +1049,11 @@ static double calibrate(unsigned int ms)
 {
 	uint64_t n0, n1, t0, t1;
 
-	n0 = now_ns();
-	t0 = rdtsc();
+	n0 = t_now_ns();
+	t0 = t_rdtsc();
 	sleep_us(ms * 1000);
-	n1 = now_ns();
-	t1 = rdtsc();
+	n1 = t_now_ns();
+	t1 = t_rdtsc();
 	return (double)(t1 - t0) * 1e9 / (double)(n1 - n0);
 }
 
@@ -1135,11 +1066,11 @@ static void null_syscall(void)
 	if (!v || !w)
 		goto out;
 	for (i = 0; i < N; i++) {
-		t = rdtsc();
+		t = t_rdtsc();
 		syscall(SYS_getppid);
-		v[i] = rdtsc() - t;
-		t = rdtsc();
-		w[i] = rdtsc() - t;
+		v[i] = t_rdtsc() - t;
+		t = t_rdtsc();
+		w[i] = t_rdtsc() - t;
 	}
 	qsort(v, N, sizeof(*v), cmp_u64);
 	qsort(w, N, sizeof(*w), cmp_u64);
@@ -1253,13 +1184,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	ret = set_irq_cpu(e.irq);
+	ret = t_set_irq_cpu(e.irq, irq_cpu);
 	if (ret) {
 		fprintf(stderr, "uli-bench: irq %d affinity: %s\n", e.irq, strerror(-ret));
 		return 1;
 	}
 
-	if (pin(raise_cpu)) {
+	if (t_pin(raise_cpu)) {
 		perror("uli-bench: sched_setaffinity");
 		return 1;
 	}

@@ -27,13 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/klog.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "edu.h"
-#include "uli.h"
+#include "helpers.h"
 
 #define BATCH		1000	/* raises per context batch */
 #define SMALL_BATCH	200	/* raises through /proc and UIO */
@@ -71,57 +68,6 @@ static void __attribute__((format(printf, 1, 2))) fail(const char *fmt, ...)
 	failures++;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
-}
-
-static int write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
-/* Deliver the device's line to irq_cpu. */
-static int route_irq(int irq)
-{
-	char path[64], buf[16];
-
-	snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", irq);
-	snprintf(buf, sizeof(buf), "%d\n", irq_cpu);
-	return write_file(path, buf);
-}
-
-/* Spin until handled reaches want; false after timeout_ms. */
-static bool wait_handled(uint64_t want, unsigned int timeout_ms)
-{
-	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000u;
-	unsigned int i = 0;
-
-	while (handled < want)
-		if (++i % 1024 == 0 && now_ns() > end)
-			return false;
-	return true;
-}
-
 /* Raise n interrupts one at a time, each served before the next. */
 static bool raise_batch(unsigned int n)
 {
@@ -130,7 +76,7 @@ static bool raise_batch(unsigned int n)
 
 	for (i = 0; i < n; i++) {
 		edu_raise(&e, 1);
-		if (!wait_handled(base + i + 1, 2000)) {
+		if (!t_wait_count(&handled, base + i + 1, 2000)) {
 			fail("raise %u of %u: no handler call within 2 s", i + 1, n);
 			return false;
 		}
@@ -145,24 +91,16 @@ static volatile int owner_stop;
 static void *owner_spin(void *arg)
 {
 	(void)arg;
-	pin(irq_cpu);
+	t_pin(irq_cpu);
 	while (!owner_stop)
 		__asm__ volatile ("" ::: "memory");
 	return NULL;
 }
 
-/* Another process: a fork child pinned to the handler's CPU, spinning. */
-static pid_t spawn_spinner(void)
+static void spin_forever(void)
 {
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		pin(irq_cpu);
-		for (;;)
-			__asm__ volatile ("" ::: "memory");
-	}
-	return pid;
+	for (;;)
+		__asm__ volatile ("" ::: "memory");
 }
 
 enum ctx { IDLE, OTHER, OWNER };
@@ -184,7 +122,7 @@ static void contexts_batch(void *uli, enum ctx c)
 	bool ok;
 
 	if (c == OTHER) {
-		child = spawn_spinner();
+		child = t_spawn(irq_cpu, spin_forever);	/* another process */
 		if (child < 0) {
 			fail("fork: %s", strerror(errno));
 			return;
@@ -203,8 +141,7 @@ static void contexts_batch(void *uli, enum ctx c)
 	ULI_get_stats(uli, &b);
 
 	if (c == OTHER) {
-		kill(child, SIGKILL);
-		waitpid(child, NULL, 0);
+		t_stop(child);
 	} else if (c == OWNER) {
 		owner_stop = 1;
 		pthread_join(th, NULL);
@@ -295,8 +232,8 @@ static void fault_step(void *uli)
 
 	crash = 1;
 	edu_raise(&e, 1);
-	end = now_ns() + 2000000000ull;
-	while (!segv_count && now_ns() < end)
+	end = t_now_ns() + 2000000000ull;
+	while (!segv_count && t_now_ns() < end)
 		;
 	crash = 0;
 	ULI_get_stats(uli, &b);
@@ -316,7 +253,7 @@ static void fault_step(void *uli)
 
 	before = handled;
 	edu_raise(&e, 1);
-	if (!wait_handled(before + 1, 2000)) {
+	if (!t_wait_count(&handled, before + 1, 2000)) {
 		fail("the next interrupt was not served");
 		return;
 	}
@@ -345,11 +282,11 @@ static void proc_step(void)
 	void *uli;
 
 	/* libuli's reader thread inherits our affinity: the IRQ's CPU. */
-	pin(irq_cpu);
+	t_pin(irq_cpu);
 	setenv("ULI_MODE", "proc", 1);
 	uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
 	unsetenv("ULI_MODE");
-	pin(raise_cpu);
+	t_pin(raise_cpu);
 	if (!uli) {
 		fail("ULI_register_pci with ULI_MODE=proc: %s", strerror(errno));
 		return;
@@ -458,9 +395,9 @@ int main(void)
 		return 1;
 	}
 	edu_ack(&e, ~0u);
-	ret = route_irq(e.irq);
+	ret = t_set_irq_cpu(e.irq, irq_cpu);
 	if (!ret)
-		ret = pin(raise_cpu);
+		ret = t_pin(raise_cpu);
 	if (ret) {
 		printf("uli-demo: IRQ %d to CPU %d: %s\n", e.irq, irq_cpu, strerror(-ret));
 		return 1;

@@ -12,19 +12,14 @@
  * it frees; a reader holding it with interrupts on deadlocked there (the
  * first version did, in the benchmark).
  */
+#include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 
-#include "proc_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 #define STAMPS		"/sys/kernel/debug/x86/irq_entry_cycles"
-
-static inline uint64_t rdtsc(void)
-{
-	uint32_t lo, hi;
-
-	__asm__ volatile ("lfence; rdtsc" : "=a" (lo), "=d" (hi) :: "memory");
-	return (uint64_t)hi << 32 | lo;
-}
 
 /* The stamp of @irq on @cpu, 0 if not listed; -errno if no list. */
 static long long stamp(int fd, int cpu, int irq)
@@ -81,7 +76,7 @@ FIXTURE_SETUP(st)
 FIXTURE_TEARDOWN(st)
 {
 	edu_quiet(&self->e);
-	irq_close(&self->fd);
+	t_irq_close(&self->fd);
 	if (self->list >= 0)
 		close(self->list);
 	edu_close_clean(&self->e);
@@ -101,22 +96,22 @@ TEST_F(st, between_raise_and_hardirq)
 	uint64_t t;
 
 	ASSERT_EQ(0, set_affinity(self->e.irq, cpu));
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
-	irq_read4(self->fd);	/* claims the line */
+	t_irq_read4(self->fd);	/* claims the line */
 	/* An IO-APIC line moves to the new CPU at its next interrupt. */
 	for (i = 0; i < 10; i++) {
 		edu_raise(&self->e, 1);
-		ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000) & POLLIN);
-		irq_read4(self->fd);
+		ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000) & POLLIN);
+		t_irq_read4(self->fd);
 		edu_ack(&self->e, 1);
-		pu_msleep(2);
+		t_msleep(2);
 	}
 	for (i = 0; i < 200; i++) {
 		stamp(self->list, cpu, self->e.irq);	/* clears older entries */
-		t = rdtsc();
+		t = t_rdtsc();
 		edu_raise(&self->e, 1);
-		ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000) & POLLIN);
+		ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000) & POLLIN);
 		ASSERT_EQ((ssize_t)sizeof(ev), read(self->fd, &ev, sizeof(ev)));
 		edu_ack(&self->e, 1);
 		s = stamp(self->list, cpu, self->e.irq);
@@ -151,11 +146,11 @@ TEST_F_TIMEOUT(st, read_while_vectors_move, 300)
 
 	if (ncpu < 2)
 		SKIP(return, "needs 2 CPUs");
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 	edu_describe_msi(&self->e, &d);
-	ASSERT_EQ(0, irq_set_device(self->fd, &d));
-	vec = pu_msi_vector(&self->e);
+	ASSERT_EQ(0, t_irq_set_device(self->fd, &d));
+	vec = t_msi_irq(&self->e);
 	ASSERT_LT(0, vec);
 	stop = 0;
 	for (c = 0; c < 2; c++) {
@@ -172,10 +167,10 @@ TEST_F_TIMEOUT(st, read_while_vectors_move, 300)
 		ASSERT_EQ(0, set_affinity(vec, i & 1));
 		/* A vector moves at its next interrupt; the old one is freed later. */
 		edu_raise(&self->e, 1);
-		ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000) & POLLIN) TH_LOG("move %d", i);
-		irq_read4(self->fd);
+		ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000) & POLLIN) TH_LOG("move %d", i);
+		t_irq_read4(self->fd);
 		edu_ack(&self->e, 1);
-		pu_msleep(1);
+		t_msleep(1);
 	}
 	stop = 1;
 	for (c = 0; c < 2; c++) {

@@ -7,11 +7,14 @@
  * disable depth is balanced: 1 for a line shut down (no action), 0 while
  * a driver has it, 0/1 while we have it unmasked/masked.
  */
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "proc_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 FIXTURE(cl) {
 	struct edu e;
@@ -28,20 +31,20 @@ FIXTURE_SETUP(cl)
 	ret = edu_open_clean(&self->e, EDU_SLOT_C);
 	ASSERT_EQ(0, ret) TH_LOG("edu@%d: %s", EDU_SLOT_C, strerror(-ret));
 	ASSERT_GT(self->e.irq, 0);
-	ret = pu_line_flush(&self->e);
+	ret = t_line_flush(&self->e);
 	ASSERT_EQ(0, ret) TH_LOG("flush irq %d: %s", self->e.irq, strerror(-ret));
 	/* Nobody else on edu@5's line: "free" below means shut down. */
-	ASSERT_EQ(0, irq_nactions(self->e.irq))
-		TH_LOG("irq %d is busy: %d actions", self->e.irq, irq_nactions(self->e.irq));
+	ASSERT_EQ(0, t_irq_nactions(self->e.irq))
+		TH_LOG("irq %d is busy: %d actions", self->e.irq, t_irq_nactions(self->e.irq));
 }
 
 FIXTURE_TEARDOWN(cl)
 {
 	edu_quiet(&self->e);
-	irq_close(&self->ep);
-	irq_close(&self->uio);
-	irq_close(&self->fd2);
-	irq_close(&self->fd);
+	t_irq_close(&self->ep);
+	t_irq_close(&self->uio);
+	t_irq_close(&self->fd2);
+	t_irq_close(&self->fd);
 	if (self->bound)
 		edu_bind(&self->e, NULL);
 	edu_close_clean(&self->e);
@@ -49,12 +52,12 @@ FIXTURE_TEARDOWN(cl)
 
 /* The line has no action and is shut down (depth 1). */
 #define ASSERT_LINE_FREE(irq) do {					\
-	ASSERT_EQ(0, irq_nactions(irq));				\
-	ASSERT_EQ(1, irq_ddepth(irq));					\
+	ASSERT_EQ(0, t_irq_nactions(irq));				\
+	ASSERT_EQ(1, t_irq_ddepth(irq));					\
 } while (0)
 
 /* A race-free raise / wait / read / ack cycle: the count (1) or -errno. */
-#define cycle(e, fd) pu_cycle(e, fd)
+#define cycle(e, fd) t_irq_cycle(e, fd)
 
 struct reader {
 	int fd;
@@ -70,7 +73,7 @@ static void *reader_fn(void *arg)
 
 	r->tid = syscall(SYS_gettid);
 	__atomic_store_n(&r->started, 1, __ATOMIC_SEQ_CST);
-	r->ret = irq_read4(r->fd);
+	r->ret = t_irq_read4(r->fd);
 	__atomic_store_n(&r->done, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
@@ -83,8 +86,8 @@ static int start_reader(struct reader *r, int fd)
 	if (pthread_create(&r->th, NULL, reader_fn, r))
 		return -1;
 	while (!__atomic_load_n(&r->started, __ATOMIC_SEQ_CST))
-		pu_msleep(1);
-	return pu_wait_blocked(r->tid, SYS_read, 2000) ? 0 : -1;
+		t_msleep(1);
+	return t_wait_blocked(r->tid, SYS_read, 2000) ? 0 : -1;
 }
 
 /* close() while a thread is blocked in read(): the read ends on a raise. */
@@ -93,19 +96,19 @@ TEST_F(cl, close_blocked_reader)
 	struct reader r;
 
 	ASSERT_LINE_FREE(self->e.irq);
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, start_reader(&r, self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));	/* waiting: unmasked */
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));	/* waiting: unmasked */
 
 	ASSERT_EQ(0, close(self->fd));
 	self->fd = -1;
 	/* The read holds the file: still claimed, still waiting. */
-	pu_msleep(50);
+	t_msleep(50);
 	EXPECT_FALSE(__atomic_load_n(&r.done, __ATOMIC_SEQ_CST));
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
-	EXPECT_EQ(-EBUSY, irq_open(self->e.irq, 0));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
+	EXPECT_EQ(-EBUSY, t_irq_open(self->e.irq, 0));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 
 	edu_raise(&self->e, 1);
 	pthread_join(r.th, NULL);
@@ -117,13 +120,13 @@ TEST_F(cl, close_blocked_reader)
 	 * Acked only after the line was shut down: QEMU's IO-APIC keeps the
 	 * level latched then and would deliver it at the next claim.
 	 */
-	ASSERT_EQ(0, pu_line_flush(&self->e));
+	ASSERT_EQ(0, t_line_flush(&self->e));
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd) TH_LOG("reopen: %s", strerror(-self->fd));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
-	irq_close(&self->fd);
+	t_irq_close(&self->fd);
 	ASSERT_LINE_FREE(self->e.irq);
 }
 
@@ -140,20 +143,20 @@ TEST_F(cl, close_blocked_reader_signal)
 
 	sigemptyset(&sa.sa_mask);
 	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, start_reader(&r, self->fd));
 	ASSERT_EQ(0, close(self->fd));
 	self->fd = -1;
-	pu_msleep(20);
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
+	t_msleep(20);
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 
 	ASSERT_EQ(0, pthread_kill(r.th, SIGUSR1));
 	pthread_join(r.th, NULL);
 	EXPECT_EQ(-EINTR, r.ret);
 	ASSERT_LINE_FREE(self->e.irq);
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 }
@@ -164,20 +167,20 @@ TEST_F(cl, fork_shares_file)
 	int status;
 	pid_t pid;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		long c = irq_read4(self->fd);
+		long c = t_irq_read4(self->fd);
 
 		_exit(c < 0 ? 100 + (int)-c % 100 : (int)c);
 	}
-	ASSERT_TRUE(pu_wait_blocked(pid, SYS_read, 2000));
-	irq_close(&self->fd);
-	pu_msleep(20);
-	EXPECT_EQ(-EBUSY, irq_open(self->e.irq, 0));
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
+	ASSERT_TRUE(t_wait_blocked(pid, SYS_read, 2000));
+	t_irq_close(&self->fd);
+	t_msleep(20);
+	EXPECT_EQ(-EBUSY, t_irq_open(self->e.irq, 0));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 	EXPECT_EQ(0, waitpid(pid, &status, WNOHANG));
 
 	edu_raise(&self->e, 1);
@@ -186,9 +189,9 @@ TEST_F(cl, fork_shares_file)
 	EXPECT_EQ(1, WEXITSTATUS(status));
 	ASSERT_LINE_FREE(self->e.irq);
 	edu_ack(&self->e, 1);
-	ASSERT_EQ(0, pu_line_flush(&self->e));	/* as in close_blocked_reader */
+	ASSERT_EQ(0, t_line_flush(&self->e));	/* as in close_blocked_reader */
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 }
@@ -199,13 +202,13 @@ TEST_F(cl, close_unclaimed)
 	int i;
 
 	for (i = 0; i < 100; i++) {
-		self->fd = irq_open(self->e.irq, i & 1 ? O_NONBLOCK : 0);
+		self->fd = t_irq_open(self->e.irq, i & 1 ? O_NONBLOCK : 0);
 		ASSERT_LE(0, self->fd) TH_LOG("open %d: %s", i, strerror(-self->fd));
-		ASSERT_EQ(0, irq_nactions(self->e.irq));
-		irq_close(&self->fd);
+		ASSERT_EQ(0, t_irq_nactions(self->e.irq));
+		t_irq_close(&self->fd);
 	}
 	ASSERT_LINE_FREE(self->e.irq);
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 }
@@ -216,26 +219,26 @@ TEST_F(cl, close_masked_acked)
 	int i;
 
 	for (i = 0; i < 50; i++) {
-		self->fd = irq_open(self->e.irq, O_NONBLOCK);
+		self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 		ASSERT_LE(0, self->fd);
 		/* Nothing left over from the last file. */
-		ASSERT_EQ(-EAGAIN, irq_read4(self->fd)) TH_LOG("round %d", i);
-		ASSERT_EQ(0, irq_ddepth(self->e.irq));
-		self->ep = pu_ep_open(self->fd);
+		ASSERT_EQ(-EAGAIN, t_irq_read4(self->fd)) TH_LOG("round %d", i);
+		ASSERT_EQ(0, t_irq_ddepth(self->e.irq));
+		self->ep = t_ep_open(self->fd);
 		ASSERT_LE(0, self->ep);
 		edu_raise(&self->e, 1);
-		ASSERT_EQ(1, pu_ep_wait(self->ep, 2000)) TH_LOG("round %d", i);
-		irq_close(&self->ep);
-		ASSERT_EQ(1, irq_ddepth(self->e.irq));	/* masked */
+		ASSERT_EQ(1, t_ep_wait(self->ep, 2000)) TH_LOG("round %d", i);
+		t_irq_close(&self->ep);
+		ASSERT_EQ(1, t_irq_ddepth(self->e.irq));	/* masked */
 		edu_ack(&self->e, 1);
-		irq_close(&self->fd);
+		t_irq_close(&self->fd);
 		ASSERT_LINE_FREE(self->e.irq);
 	}
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /*
@@ -251,41 +254,41 @@ TEST_F(cl, stale_level_at_claim)
 	long c;
 	int p;
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
-	ASSERT_EQ(-EAGAIN, irq_read4(self->fd));
-	self->ep = pu_ep_open(self->fd);
+	ASSERT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	self->ep = t_ep_open(self->fd);
 	ASSERT_LE(0, self->ep);
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(self->ep, 2000));
-	irq_close(&self->ep);
-	ASSERT_EQ(1, irq_ddepth(self->e.irq));
-	irq_close(&self->fd);
+	ASSERT_EQ(1, t_ep_wait(self->ep, 2000));
+	t_irq_close(&self->ep);
+	ASSERT_EQ(1, t_irq_ddepth(self->e.irq));
+	t_irq_close(&self->fd);
 	ASSERT_LINE_FREE(self->e.irq);
 	EXPECT_EQ(1u, edu_status(&self->e));
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
-	c = irq_read4(self->fd);
-	p = pu_poll(self->fd, POLLIN, 200);
+	c = t_irq_read4(self->fd);
+	p = t_poll(self->fd, POLLIN, 200);
 	if (c == 1 || p == POLLIN) {
 		if (c != 1)
-			c = irq_read4(self->fd);
+			c = t_irq_read4(self->fd);
 		EXPECT_EQ(1, c);
 		TH_LOG("the asserted level was delivered at the claim");
-		EXPECT_EQ(1, irq_ddepth(self->e.irq));
+		EXPECT_EQ(1, t_irq_ddepth(self->e.irq));
 	} else {
 		EXPECT_EQ(-EAGAIN, c);
 		TH_LOG("the asserted level was not delivered at the claim (QEMU IO-APIC)");
-		EXPECT_EQ(0, irq_ddepth(self->e.irq));
+		EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 	}
 	edu_ack(&self->e, 1);
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	irq_close(&self->fd);
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	t_irq_close(&self->fd);
 	ASSERT_LINE_FREE(self->e.irq);
 }
 
@@ -295,62 +298,62 @@ TEST_F(cl, close_then_uio)
 	long u0, u;
 	int i, ret;
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(1, cycle(&self->e, self->fd));
 	/* Leave it masked: interrupt taken, acked, not read. */
-	ASSERT_EQ(-EAGAIN, irq_read4(self->fd));
-	self->ep = pu_ep_open(self->fd);
+	ASSERT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	self->ep = t_ep_open(self->fd);
 	ASSERT_LE(0, self->ep);
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(self->ep, 2000));
-	irq_close(&self->ep);
-	ASSERT_EQ(1, irq_ddepth(self->e.irq));
+	ASSERT_EQ(1, t_ep_wait(self->ep, 2000));
+	t_irq_close(&self->ep);
+	ASSERT_EQ(1, t_irq_ddepth(self->e.irq));
 	edu_ack(&self->e, 1);
-	irq_close(&self->fd);
+	t_irq_close(&self->fd);
 	ASSERT_LINE_FREE(self->e.irq);
 
 	ret = edu_bind(&self->e, "uio_pci_generic");
 	ASSERT_EQ(0, ret) TH_LOG("bind: %s", strerror(-ret));
 	self->bound = true;
-	EXPECT_TRUE(irq_has_action(self->e.irq, "uio_pci_generic"));
-	EXPECT_EQ(1, irq_nactions(self->e.irq));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, "uio_pci_generic"));
+	EXPECT_EQ(1, t_irq_nactions(self->e.irq));
 	/* Started by uio's request_irq: depth 0. */
-	ASSERT_EQ(0, irq_ddepth(self->e.irq));
+	ASSERT_EQ(0, t_irq_ddepth(self->e.irq));
 
-	self->uio = pu_uio_open(&self->e);
+	self->uio = t_uio_open(&self->e);
 	ASSERT_LE(0, self->uio);
-	u0 = pu_uio_count(&self->e);
+	u0 = t_uio_count(&self->e);
 	ASSERT_LE(0, u0);
 	for (i = 0; i < 100; i++) {
 		edu_raise(&self->e, 1);
-		u = pu_uio_wait(self->uio, 2000);
+		u = t_uio_wait(self->uio, 2000);
 		ASSERT_EQ(u0 + i + 1, u) TH_LOG("round %d", i);
 		edu_ack(&self->e, 1);
 		ASSERT_EQ(0, edu_set_intx(&self->e, true));
 	}
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 
 	/* While uio has it: open works, the exclusive claim does not. */
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
-	EXPECT_EQ(-EBUSY, irq_read4(self->fd));
-	irq_close(&self->fd);
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
-	EXPECT_EQ(1, irq_nactions(self->e.irq));
+	EXPECT_EQ(-EBUSY, t_irq_read4(self->fd));
+	t_irq_close(&self->fd);
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
+	EXPECT_EQ(1, t_irq_nactions(self->e.irq));
 
-	irq_close(&self->uio);
+	t_irq_close(&self->uio);
 	ASSERT_EQ(0, edu_bind(&self->e, NULL));
 	self->bound = false;
 	ASSERT_LINE_FREE(self->e.irq);
 	ASSERT_EQ(0, edu_set_intx(&self->e, true));
 
 	/* And back to us. */
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
-	irq_close(&self->fd);
+	t_irq_close(&self->fd);
 	ASSERT_LINE_FREE(self->e.irq);
 }
 
@@ -363,20 +366,20 @@ TEST_F(cl, close_described_then_uio)
 	int k, ret;
 
 	for (k = 0; k < 2; k++) {
-		self->fd = irq_open(self->e.irq, O_NONBLOCK);
+		self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 		ASSERT_LE(0, self->fd);
 		if (k)
 			edu_describe_intx(&self->e, &d);
 		else
 			edu_describe_mmio(&self->e, &d);
-		ASSERT_EQ(0, irq_set_device(self->fd, &d));
-		EXPECT_EQ(0, irq_ddepth(self->e.irq));
+		ASSERT_EQ(0, t_irq_set_device(self->fd, &d));
+		EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 		edu_raise(&self->e, 1);
 		if (!k) {
 			ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
 		}
-		ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000));
-		ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+		ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000));
+		ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 		EXPECT_EQ(1u, ev.count);
 		/*
 		 * Close with another interrupt: MMIO, counted and acked by
@@ -387,8 +390,8 @@ TEST_F(cl, close_described_then_uio)
 		if (!k) {
 			ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
 		}
-		pu_msleep(5);
-		irq_close(&self->fd);
+		t_msleep(5);
+		t_irq_close(&self->fd);
 		ASSERT_LINE_FREE(self->e.irq);
 		edu_ack(&self->e, 1);
 		/* INTx: left masked if it still asserted; quiet now, so unmask. */
@@ -398,12 +401,12 @@ TEST_F(cl, close_described_then_uio)
 	ret = edu_bind(&self->e, "uio_pci_generic");
 	ASSERT_EQ(0, ret) TH_LOG("bind: %s", strerror(-ret));
 	self->bound = true;
-	ASSERT_EQ(0, irq_ddepth(self->e.irq));
-	self->uio = pu_uio_open(&self->e);
+	ASSERT_EQ(0, t_irq_ddepth(self->e.irq));
+	self->uio = t_uio_open(&self->e);
 	ASSERT_LE(0, self->uio);
-	u0 = pu_uio_count(&self->e);
+	u0 = t_uio_count(&self->e);
 	edu_raise(&self->e, 1);
-	EXPECT_EQ(u0 + 1, pu_uio_wait(self->uio, 2000));
+	EXPECT_EQ(u0 + 1, t_uio_wait(self->uio, 2000));
 	edu_ack(&self->e, 1);
 	ASSERT_EQ(0, edu_set_intx(&self->e, true));
 }

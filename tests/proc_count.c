@@ -12,7 +12,11 @@
  * (the reader had unmasked the device first) or was found pending when
  * the reader unmasked.
  */
-#include "proc_util.h"
+#include <fcntl.h>
+#include <poll.h>
+
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 #define N_MMIO	100000
 #define N_INTX	10000
@@ -30,21 +34,21 @@ FIXTURE_SETUP(cnt)
 	ret = edu_open_clean(&self->e, EDU_SLOT_C);
 	ASSERT_EQ(0, ret) TH_LOG("edu@%d: %s", EDU_SLOT_C, strerror(-ret));
 	ASSERT_GT(self->e.irq, 0);
-	ret = pu_line_flush(&self->e);
+	ret = t_line_flush(&self->e);
 	ASSERT_EQ(0, ret) TH_LOG("flush irq %d: %s", self->e.irq, strerror(-ret));
 }
 
 FIXTURE_TEARDOWN(cnt)
 {
 	edu_quiet(&self->e);
-	irq_close(&self->fd);
+	t_irq_close(&self->fd);
 	edu_close_clean(&self->e);
 }
 
 static int open_described(struct edu *e, bool mmio, int flags)
 {
 	struct irq_user_dev d;
-	int fd = irq_open(e->irq, flags), ret;
+	int fd = t_irq_open(e->irq, flags), ret;
 
 	if (fd < 0)
 		return fd;
@@ -52,7 +56,7 @@ static int open_described(struct edu *e, bool mmio, int flags)
 		edu_describe_mmio(e, &d);
 	else
 		edu_describe_intx(e, &d);
-	ret = irq_set_device(fd, &d);
+	ret = t_irq_set_device(fd, &d);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -84,33 +88,33 @@ TEST_F_TIMEOUT(cnt, mmio_no_reads, 180)
 
 	self->fd = open_described(&self->e, true, O_NONBLOCK);
 	ASSERT_LE(0, self->fd) TH_LOG("SET_DEVICE: %s", strerror(-self->fd));
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 	/* Shared and enabled: never masked. */
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 	/* Nothing yet. */
-	EXPECT_EQ(-EAGAIN, irq_read_ev(self->fd, &ev));
+	EXPECT_EQ(-EAGAIN, t_irq_read_ev(self->fd, &ev));
 
-	before = irq_total(self->e.irq);
-	t0 = pu_now_ns();
+	before = t_irq_total(self->e.irq);
+	t0 = t_now_ns();
 	failed = raise_n(&self->e, N_MMIO, 1);
 	ASSERT_EQ(-1, failed) TH_LOG("raise %d not acknowledged by the kernel", failed);
-	TH_LOG("%d raises in %llu ms", N_MMIO, (unsigned long long)pu_ms_since(t0));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	TH_LOG("%d raises in %llu ms", N_MMIO, (unsigned long long)t_ms_since(t0));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 
 	/* The handler counts just after its acknowledge: let it finish. */
-	pu_msleep(20);
+	t_msleep(20);
 	memset(&ev, 0xa5, sizeof(ev));
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ((uint32_t)N_MMIO, ev.count);
 	EXPECT_EQ(1u, ev.status);
 	/* None invented. */
-	EXPECT_EQ(-EAGAIN, irq_read_ev(self->fd, &ev));
+	EXPECT_EQ(-EAGAIN, t_irq_read_ev(self->fd, &ev));
 
-	after = irq_total(self->e.irq);
+	after = t_irq_total(self->e.irq);
 	EXPECT_LE(before + N_MMIO, after) TH_LOG("line counted %llu", after - before);
-	ASSERT_EQ(0, irq_spurious(self->e.irq, &scount, &unh));
+	ASSERT_EQ(0, t_irq_spurious(self->e.irq, &scount, &unh));
 	EXPECT_GT(1000u, unh) TH_LOG("unhandled %u", unh);
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /* The status word is the OR of the bits the kernel acknowledged. */
@@ -127,28 +131,28 @@ TEST_F(cnt, mmio_status_bits)
 	ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
 	edu_raise(&self->e, 0x100 | 0x80000000u);
 	ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
-	pu_msleep(5);
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	t_msleep(5);
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ(3u, ev.count);
 	EXPECT_EQ(0x80000105u, ev.status);
 
 	/* Cleared by the read. */
 	edu_raise(&self->e, 0x2);
 	ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
-	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 1000));
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 1000));
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ(1u, ev.count);
 	EXPECT_EQ(0x2u, ev.status);
 
 	/* A 4-byte read gets the count and drops the status too. */
 	edu_raise(&self->e, 0x8);
 	ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
-	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 1000));
-	EXPECT_EQ(1, irq_read4(self->fd));
+	ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 1000));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_raise(&self->e, 0x10);
 	ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
-	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 1000));
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 1000));
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ(1u, ev.count);
 	EXPECT_EQ(0x10u, ev.status);
 }
@@ -170,7 +174,7 @@ static void *reader_fn(void *arg)
 	int p;
 
 	for (;;) {
-		p = pu_poll(r->fd, POLLIN, 200);
+		p = t_poll(r->fd, POLLIN, 200);
 		if (p < 0) {
 			r->err = p;
 			return NULL;
@@ -180,7 +184,7 @@ static void *reader_fn(void *arg)
 				return NULL;
 			continue;
 		}
-		n = irq_read_ev(r->fd, &ev);
+		n = t_irq_read_ev(r->fd, &ev);
 		if (n != 8) {
 			r->err = n < 0 ? n : -EIO;
 			return NULL;
@@ -208,20 +212,20 @@ TEST_F_TIMEOUT(cnt, mmio_concurrent_reader, 180)
 	r.fd = self->fd;
 	ASSERT_EQ(0, pthread_create(&th, NULL, reader_fn, &r));
 
-	t0 = pu_now_ns();
+	t0 = t_now_ns();
 	failed = raise_n(&self->e, N_MMIO, 1);
 	__atomic_store_n(&r.stop, 1, __ATOMIC_SEQ_CST);
 	pthread_join(th, NULL);
 	ASSERT_EQ(-1, failed) TH_LOG("raise %d not acknowledged by the kernel", failed);
 	TH_LOG("%d raises in %llu ms, %lu reads, at most %lu per read",
-	       N_MMIO, (unsigned long long)pu_ms_since(t0), r.reads, r.max);
+	       N_MMIO, (unsigned long long)t_ms_since(t0), r.reads, r.max);
 	ASSERT_EQ(0, r.err) TH_LOG("reader: %s", strerror((int)-r.err));
 	EXPECT_EQ((unsigned long long)N_MMIO, r.sum);
 	EXPECT_LE(1ul, r.reads);
 	EXPECT_EQ(0ul, r.bad_status);
 	/* None invented. */
-	EXPECT_EQ(-EAGAIN, irq_read_ev(self->fd, &ev));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(-EAGAIN, t_irq_read_ev(self->fd, &ev));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /*
@@ -237,21 +241,21 @@ TEST_F_TIMEOUT(cnt, intx_cycles, 120)
 
 	self->fd = open_described(&self->e, false, 0);
 	ASSERT_LE(0, self->fd) TH_LOG("SET_DEVICE: %s", strerror(-self->fd));
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 
-	t0 = pu_now_ns();
+	t0 = t_now_ns();
 	for (i = 0; i < N_INTX; i++) {
 		edu_raise(&self->e, 1);
-		c = irq_read4(self->fd);
+		c = t_irq_read4(self->fd);
 		ASSERT_EQ(1, c) TH_LOG("cycle %d", i);
 		edu_ack(&self->e, 1);
 	}
-	TH_LOG("%d cycles in %llu ms", N_INTX, (unsigned long long)pu_ms_since(t0));
-	ASSERT_EQ(0, irq_set_nonblock(self->fd, true));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	TH_LOG("%d cycles in %llu ms", N_INTX, (unsigned long long)t_ms_since(t0));
+	ASSERT_EQ(0, t_set_nonblock(self->fd, true));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 	/* The line itself is never masked with a description. */
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /*
@@ -270,25 +274,25 @@ TEST_F_TIMEOUT(cnt, intx_cycles_handler, 120)
 
 	self->fd = open_described(&self->e, false, O_NONBLOCK);
 	ASSERT_LE(0, self->fd) TH_LOG("SET_DEVICE: %s", strerror(-self->fd));
-	before = irq_total(self->e.irq);
+	before = t_irq_total(self->e.irq);
 
-	t0 = pu_now_ns();
+	t0 = t_now_ns();
 	for (i = 0; i < N_INTX; i++) {
-		ASSERT_EQ(-EAGAIN, irq_read4(self->fd)) TH_LOG("cycle %d", i);
+		ASSERT_EQ(-EAGAIN, t_irq_read4(self->fd)) TH_LOG("cycle %d", i);
 		edu_raise(&self->e, 1);
-		ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000)) TH_LOG("cycle %d", i);
-		c = irq_read4(self->fd);
+		ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000)) TH_LOG("cycle %d", i);
+		c = t_irq_read4(self->fd);
 		ASSERT_EQ(1, c) TH_LOG("cycle %d", i);
 		edu_ack(&self->e, 1);
 	}
-	TH_LOG("%d cycles in %llu ms", N_INTX, (unsigned long long)pu_ms_since(t0));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	after = irq_total(self->e.irq);
+	TH_LOG("%d cycles in %llu ms", N_INTX, (unsigned long long)t_ms_since(t0));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	after = t_irq_total(self->e.irq);
 	/* Each cycle went through the line. */
 	EXPECT_LE(before + N_INTX, after) TH_LOG("line counted %llu", after - before);
-	ASSERT_EQ(0, irq_spurious(self->e.irq, &scount, &unh));
+	ASSERT_EQ(0, t_irq_spurious(self->e.irq, &scount, &unh));
 	EXPECT_GT(1000u, unh) TH_LOG("unhandled %u", unh);
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /* INTx: the device stays masked while nobody reads; raises collapse. */
@@ -301,36 +305,36 @@ TEST_F(cnt, intx_masked_between_reads)
 	ASSERT_LE(0, self->fd);
 
 	/* Described, not read yet: the device is masked (DisINTx). */
-	before = irq_total(self->e.irq);
+	before = t_irq_total(self->e.irq);
 	edu_raise(&self->e, 1);
-	pu_msleep(10);
-	EXPECT_EQ(before, irq_total(self->e.irq));
+	t_msleep(10);
+	EXPECT_EQ(before, t_irq_total(self->e.irq));
 	pend = edu_intx_pending(&self->e);
 	EXPECT_EQ(1, pend);
 	edu_raise(&self->e, 2);
 	/* Found pending at the unmask: one, at once (blocking read). */
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 3);
 	EXPECT_EQ(0, edu_intx_pending(&self->e));
-	ASSERT_EQ(0, irq_set_nonblock(self->fd, true));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	ASSERT_EQ(0, t_set_nonblock(self->fd, true));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 	/* Unmasked by that read: a raise interrupts. */
-	ep = pu_ep_open(self->fd);
+	ep = t_ep_open(self->fd);
 	ASSERT_LE(0, ep);
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(ep, 2000));
+	ASSERT_EQ(1, t_ep_wait(ep, 2000));
 	close(ep);
-	EXPECT_LT(before, irq_total(self->e.irq));
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_LT(before, t_irq_total(self->e.irq));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	/* Masked again by the handler: more raises are one. */
 	edu_raise(&self->e, 2);
 	edu_raise(&self->e, 4);
-	pu_msleep(5);
-	ASSERT_EQ(0, irq_set_nonblock(self->fd, false));
-	EXPECT_EQ(1, irq_read4(self->fd));
+	t_msleep(5);
+	ASSERT_EQ(0, t_set_nonblock(self->fd, false));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 7);
-	ASSERT_EQ(0, irq_set_nonblock(self->fd, true));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	ASSERT_EQ(0, t_set_nonblock(self->fd, true));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 }
 
 /*
@@ -348,28 +352,28 @@ TEST_F(cnt, intx_pending_nonblock_read)
 
 	/* Raised while masked (never read yet). */
 	edu_raise(&self->e, 1);
-	c1 = irq_read4(self->fd);
+	c1 = t_irq_read4(self->fd);
 	EXPECT_EQ(1, c1) TH_LOG("non-blocking read, device pending: %ld", c1);
 	edu_ack(&self->e, 1);
-	c2 = irq_read4(self->fd);
+	c2 = t_irq_read4(self->fd);
 	/* Counted once in all, whenever it was reported. */
 	EXPECT_EQ(1, (c1 > 0 ? c1 : 0) + (c2 > 0 ? c2 : 0));
 	if (c2 > 0)
-		c2 = irq_read4(self->fd);
+		c2 = t_irq_read4(self->fd);
 	EXPECT_EQ(-EAGAIN, c2);
 
 	/* Through the handler, then not acked: poll(0) finds it pending. */
-	ep = pu_ep_open(self->fd);
+	ep = t_ep_open(self->fd);
 	ASSERT_LE(0, ep);
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(ep, 2000));
+	ASSERT_EQ(1, t_ep_wait(ep, 2000));
 	close(ep);
-	EXPECT_EQ(1, irq_read4(self->fd));
-	p = pu_poll(self->fd, POLLIN, 0);
+	EXPECT_EQ(1, t_irq_read4(self->fd));
+	p = t_poll(self->fd, POLLIN, 0);
 	EXPECT_EQ(POLLIN, p) TH_LOG("poll(0), device still asserting: %d", p);
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 1);
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 }
 
 TEST_HARNESS_MAIN

@@ -22,7 +22,8 @@
 #include <pthread.h>
 #include <sys/io.h>
 
-#include "proc_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 #define RTC_IRQ		8
 #define RTC_HZ		64
@@ -67,8 +68,8 @@ static bool line_has(int irq, const char *flag)
 {
 	char path[64], buf[4096];
 
-	snprintf(path, sizeof(path), DEBUGFS_IRQS "/%d", irq);
-	return pu_read_file(path, buf, sizeof(buf)) > 0 && strstr(buf, flag);
+	snprintf(path, sizeof(path), T_DEBUGFS_IRQS "/%d", irq);
+	return t_read_file(path, buf, sizeof(buf)) > 0 && strstr(buf, flag);
 }
 
 FIXTURE(edge) {
@@ -85,12 +86,12 @@ FIXTURE_SETUP(edge)
 	 * there is one), IRQ 8 is the HPET's and the RTC's output goes
 	 * nowhere.  make test runs this in a boot with hpet=disable.
 	 */
-	if (pu_read_file("/proc/cmdline", cmdline, sizeof(cmdline)) <= 0 ||
+	if (t_read_file("/proc/cmdline", cmdline, sizeof(cmdline)) <= 0 ||
 	    !strstr(cmdline, "hpet=disable"))
 		SKIP(return, "IRQ 8 is the HPET's here: boot with hpet=disable");
 	if (ioperm(0x70, 2, 1))
 		SKIP(return, "ioperm: %s", strerror(errno));
-	self->fd = irq_open(RTC_IRQ, 0);
+	self->fd = t_irq_open(RTC_IRQ, 0);
 	if (self->fd == -ENODEV || self->fd == -EBUSY || self->fd == -ENOENT)
 		SKIP(return, "IRQ %d not available: %s", RTC_IRQ, strerror(-self->fd));
 	ASSERT_LE(0, self->fd) TH_LOG("open: %s", strerror(-self->fd));
@@ -110,15 +111,15 @@ TEST_F(edge, periodic)
 	long n, total = 0, reads = 0;
 
 	rtc_periodic(true);
-	t0 = pu_now_ns();
-	while (pu_ms_since(t0) < 1000) {
-		n = irq_read4(self->fd);
+	t0 = t_now_ns();
+	while (t_ms_since(t0) < 1000) {
+		n = t_irq_read4(self->fd);
 		ASSERT_LT(0, n) TH_LOG("read: %s", strerror((int)-n));
 		cmos_read(0x0c);	/* acknowledge: the RTC raises the next one */
 		total += n;
 		reads++;
 	}
-	ms = pu_ms_since(t0);
+	ms = t_ms_since(t0);
 	TH_LOG("%ld interrupts in %ld reads, %llu ms", total, reads, (unsigned long long)ms);
 	/* Each interrupt waits for its acknowledgement: one per read. */
 	EXPECT_EQ(reads, total);
@@ -138,19 +139,19 @@ TEST_F(edge, while_masked)
 	 * apart on a loaded host; the pending flag is the exact check.
 	 */
 	rtc_periodic_rate(RTC_RATE_16HZ);
-	ASSERT_LT(0, irq_read4(self->fd));
+	ASSERT_LT(0, t_irq_read4(self->fd));
 	for (i = 0; i < 10; i++) {
 		/* Re-armed while no reader waits: the edge finds the line disabled. */
 		cmos_read(0x0c);
-		pu_msleep(2 * period_ms);
-		ASSERT_EQ(1, irq_ddepth(RTC_IRQ)) TH_LOG("the line is not disabled between reads");
+		t_msleep(2 * period_ms);
+		ASSERT_EQ(1, t_irq_ddepth(RTC_IRQ)) TH_LOG("the line is not disabled between reads");
 		EXPECT_TRUE(line_has(RTC_IRQ, "IRQS_PENDING"))
 			TH_LOG("round %d: the edge is not marked pending", i);
-		t0 = pu_now_ns();
-		n = irq_read4(self->fd);
+		t0 = t_now_ns();
+		n = t_irq_read4(self->fd);
 		EXPECT_EQ(1, n) TH_LOG("round %d: %ld", i, n);
 		/* Replayed at once, not at the RTC's next period (it waits for its ack). */
-		EXPECT_GT(period_ms / 2, pu_ms_since(t0)) TH_LOG("round %d: an edge lost", i);
+		EXPECT_GT(period_ms / 2, t_ms_since(t0)) TH_LOG("round %d: an edge lost", i);
 	}
 }
 
@@ -163,7 +164,7 @@ static void *reader_main(void *p)
 {
 	struct reader *c = p;
 
-	c->ret = irq_read4(c->fd);
+	c->ret = t_irq_read4(c->fd);
 	return NULL;
 }
 
@@ -175,7 +176,7 @@ TEST_F(edge, blocked_reader)
 
 	rtc_periodic(false);
 	ASSERT_EQ(0, pthread_create(&t, NULL, reader_main, &c));
-	pu_msleep(100);
+	t_msleep(100);
 	/* The periodic interrupt wakes the blocked reader. */
 	rtc_periodic(true);
 	ASSERT_EQ(0, pthread_join(t, NULL));
@@ -183,12 +184,12 @@ TEST_F(edge, blocked_reader)
 	rtc_periodic(false);
 	close(self->fd);
 	self->fd = -1;
-	EXPECT_EQ(0, irq_nactions(RTC_IRQ));
+	EXPECT_EQ(0, t_irq_nactions(RTC_IRQ));
 	/* The line is free again, and as usable. */
-	fd = irq_open(RTC_IRQ, 0);
+	fd = t_irq_open(RTC_IRQ, 0);
 	ASSERT_LE(0, fd);
 	rtc_periodic(true);
-	EXPECT_LT(0, irq_read4(fd));
+	EXPECT_LT(0, t_irq_read4(fd));
 	rtc_periodic(false);
 	close(fd);
 }

@@ -8,21 +8,24 @@
  * claim), EPERM / EACCES (capabilities and file mode), EINTR, ENODEV,
  * ENOTTY, EFAULT; after each failure the file still works.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
+#include <termios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <linux/capability.h>
 
-#include <dirent.h>
 
-#include "proc_util.h"
-#include "uli.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 static void null_handler(void *arg)
 {
@@ -44,23 +47,23 @@ FIXTURE_SETUP(err)
 	ret = edu_open_clean(&self->e, EDU_SLOT_C);
 	ASSERT_EQ(0, ret) TH_LOG("edu@%d: %s", EDU_SLOT_C, strerror(-ret));
 	ASSERT_GT(self->e.irq, 0);
-	ret = pu_line_flush(&self->e);
+	ret = t_line_flush(&self->e);
 	ASSERT_EQ(0, ret) TH_LOG("flush irq %d: %s", self->e.irq, strerror(-ret));
 }
 
 FIXTURE_TEARDOWN(err)
 {
 	edu_quiet(&self->e);
-	irq_close(&self->epfd);
-	irq_close(&self->fd2);
-	irq_close(&self->fd);
+	t_irq_close(&self->epfd);
+	t_irq_close(&self->fd2);
+	t_irq_close(&self->fd);
 	if (self->bound)
 		edu_bind(&self->e, NULL);
 	edu_close_clean(&self->e);
 }
 
 /* A race-free raise / wait / read / ack cycle: the count (1) or -errno. */
-#define cycle(e, fd) pu_cycle(e, fd)
+#define cycle(e, fd) t_irq_cycle(e, fd)
 
 /* --- reads ---------------------------------------------------------------- */
 
@@ -68,7 +71,7 @@ TEST_F(err, short_read_einval)
 {
 	char buf[8];
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	errno = 0;
 	EXPECT_EQ(-1, read(self->fd, buf, 3));
@@ -80,17 +83,17 @@ TEST_F(err, short_read_einval)
 	EXPECT_EQ(-1, read(self->fd, buf, 1));
 	EXPECT_EQ(EINVAL, errno);
 	/* Checked before the claim: nothing claimed. */
-	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 
 	/* Usable: the read claims the line and counts. */
 	ASSERT_EQ(1, cycle(&self->e, self->fd));
 	/* And short reads still fail once claimed, with nothing consumed. */
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000));
+	ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000));
 	errno = 0;
 	EXPECT_EQ(-1, read(self->fd, buf, 3));
 	EXPECT_EQ(EINVAL, errno);
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 1);
 }
 
@@ -98,15 +101,15 @@ TEST_F(err, nonblock_eagain)
 {
 	struct irq_user_event ev;
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(-EAGAIN, irq_read_ev(self->fd, &ev));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(-EAGAIN, t_irq_read_ev(self->fd, &ev));
 	/* Claimed exclusively, unmasked. */
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 }
 
 /* An address that is never mapped (below mmap_min_addr), hidden from gcc. */
@@ -115,20 +118,20 @@ static void *volatile bad_ptr = (void *)8;
 /* A bad buffer: EFAULT, and the interrupts go to the next read. */
 TEST_F(err, read_efault_keeps_count)
 {
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
-	self->epfd = pu_ep_open(self->fd);
+	self->epfd = t_ep_open(self->fd);
 	ASSERT_LE(0, self->epfd);
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(self->epfd, 2000));
+	ASSERT_EQ(1, t_ep_wait(self->epfd, 2000));
 	errno = 0;
 	EXPECT_EQ(-1, read(self->fd, bad_ptr, 4));
 	EXPECT_EQ(EFAULT, errno);
 	errno = 0;
 	EXPECT_EQ(-1, read(self->fd, bad_ptr, 8));
 	EXPECT_EQ(EFAULT, errno);
-	EXPECT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 0));
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_EQ(POLLIN, t_poll(self->fd, POLLIN, 0));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 1);
 }
 
@@ -136,18 +139,18 @@ TEST_F(err, read_efault_keeps_count)
 
 TEST_F(err, second_open_ebusy)
 {
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
-	EXPECT_EQ(-EBUSY, irq_open(self->e.irq, 0));
-	EXPECT_EQ(-EBUSY, irq_open(self->e.irq, O_NONBLOCK));
+	EXPECT_EQ(-EBUSY, t_irq_open(self->e.irq, 0));
+	EXPECT_EQ(-EBUSY, t_irq_open(self->e.irq, O_NONBLOCK));
 	/* Still busy once claimed. */
 	ASSERT_EQ(1, cycle(&self->e, self->fd));
-	EXPECT_EQ(-EBUSY, irq_open(self->e.irq, 0));
+	EXPECT_EQ(-EBUSY, t_irq_open(self->e.irq, 0));
 	/* The first file is not disturbed by the failed opens. */
 	ASSERT_EQ(1, cycle(&self->e, self->fd));
-	irq_close(&self->fd);
+	t_irq_close(&self->fd);
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd) TH_LOG("reopen: %s", strerror(-self->fd));
 	ASSERT_EQ(1, cycle(&self->e, self->fd));
 }
@@ -161,23 +164,23 @@ TEST_F(err, uio_holds_line)
 	ret = edu_bind(&self->e, "uio_pci_generic");
 	ASSERT_EQ(0, ret) TH_LOG("bind: %s", strerror(-ret));
 	self->bound = true;
-	ASSERT_TRUE(irq_has_action(self->e.irq, "uio_pci_generic"));
+	ASSERT_TRUE(t_irq_has_action(self->e.irq, "uio_pci_generic"));
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd) TH_LOG("open: %s", strerror(-self->fd));
-	EXPECT_EQ(-EBUSY, irq_read4(self->fd));
-	EXPECT_EQ(-EBUSY, irq_read_ev(self->fd, &ev));
-	EXPECT_EQ(POLLERR, pu_poll(self->fd, POLLIN, 0) & (POLLERR | POLLIN));
-	EXPECT_EQ(POLLERR, pu_poll(self->fd, POLLIN, 100) & (POLLERR | POLLIN));
-	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_EQ(-EBUSY, t_irq_read4(self->fd));
+	EXPECT_EQ(-EBUSY, t_irq_read_ev(self->fd, &ev));
+	EXPECT_EQ(POLLERR, t_poll(self->fd, POLLIN, 0) & (POLLERR | POLLIN));
+	EXPECT_EQ(POLLERR, t_poll(self->fd, POLLIN, 100) & (POLLERR | POLLIN));
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 	/* uio's line is left alone. */
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
-	irq_close(&self->fd);
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
+	t_irq_close(&self->fd);
 
 	ASSERT_EQ(0, edu_bind(&self->e, NULL));
 	self->bound = false;
 	ASSERT_EQ(0, edu_set_intx(&self->e, true));
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 }
@@ -187,21 +190,21 @@ TEST_F(err, exclusive_blocks_uio)
 {
 	int ret;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(1, cycle(&self->e, self->fd));
 	ret = edu_bind(&self->e, "uio_pci_generic");
 	if (!ret)
 		self->bound = true;
 	EXPECT_NE(0, ret) TH_LOG("uio_pci_generic bound to an exclusively claimed line");
-	EXPECT_FALSE(irq_has_action(self->e.irq, "uio_pci_generic"));
-	EXPECT_EQ(1, irq_nactions(self->e.irq));
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, "uio_pci_generic"));
+	EXPECT_EQ(1, t_irq_nactions(self->e.irq));
 	/* Still masked after our read, as before the failed probe. */
-	EXPECT_EQ(1, irq_ddepth(self->e.irq));
+	EXPECT_EQ(1, t_irq_ddepth(self->e.irq));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
-	EXPECT_EQ(0, pu_poll(self->fd, POLLIN, 0));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_poll(self->fd, POLLIN, 0));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /* A line whose action is not shared (the timer's) cannot be opened. */
@@ -212,14 +215,14 @@ TEST_F(err, nonshared_line_ebusy)
 	int irq, found = -1;
 
 	for (irq = 0; irq < 16 && found < 0; irq++)
-		if (!irq_stat(irq, &t, act, sizeof(act)) && !strcmp(act, "timer"))
+		if (!t_irq_stat(irq, &t, act, sizeof(act)) && !strcmp(act, "timer"))
 			found = irq;
 	if (found < 0)
 		SKIP(return, "no line held by the timer alone");
-	EXPECT_EQ(-EBUSY, irq_open(found, 0)) TH_LOG("irq %d", found);
-	EXPECT_EQ(-EBUSY, irq_open(found, O_NONBLOCK)) TH_LOG("irq %d", found);
+	EXPECT_EQ(-EBUSY, t_irq_open(found, 0)) TH_LOG("irq %d", found);
+	EXPECT_EQ(-EBUSY, t_irq_open(found, O_NONBLOCK)) TH_LOG("irq %d", found);
 	/* And our own line is not blocked by that. */
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 }
 
@@ -251,7 +254,7 @@ TEST_F(err, msi_vector_einval)
 			vec = atoi(de->d_name);
 	closedir(d);
 	ASSERT_LT(0, vec);
-	EXPECT_EQ(-EINVAL, irq_open(vec, 0)) TH_LOG("irq %d", vec);
+	EXPECT_EQ(-EINVAL, t_irq_open(vec, 0)) TH_LOG("irq %d", vec);
 	EXPECT_EQ(0, ULI_destroy(uli));
 }
 
@@ -294,21 +297,21 @@ static int open_as(int irq, uid_t uid, const int *caps, int n, int drop)
 				_exit(CHILD_SETUP_FAILED);
 			if (n >= 0) {
 				cap_only(d, caps, n);
-				if (caps_set(d))
+				if (t_caps_set(d))
 					_exit(CHILD_SETUP_FAILED + 1);
 			}
 		}
 		if (drop >= 0) {
-			if (caps_get(d))
+			if (t_caps_get(d))
 				_exit(CHILD_SETUP_FAILED + 2);
-			cap_clear(d, drop);
-			if (caps_set(d))
+			t_cap_clear(d, drop);
+			if (t_caps_set(d))
 				_exit(CHILD_SETUP_FAILED + 3);
 			/* Make sure it is really gone. */
-			if (caps_get(d) || (d[CAP_TO_INDEX(drop)].effective & CAP_TO_MASK(drop)))
+			if (t_caps_get(d) || (d[CAP_TO_INDEX(drop)].effective & CAP_TO_MASK(drop)))
 				_exit(CHILD_SETUP_FAILED + 4);
 		}
-		fd = irq_open(irq, 0);
+		fd = t_irq_open(irq, 0);
 		_exit(fd < 0 ? -fd : 0);
 	}
 	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
@@ -323,7 +326,7 @@ TEST_F(err, no_rawio_eperm)
 	/* Dropping another capability does not matter. */
 	EXPECT_EQ(0, open_as(self->e.irq, 0, NULL, 0, CAP_NET_ADMIN));
 	/* Nothing left behind by the child: we can open. */
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 }
@@ -377,21 +380,21 @@ TEST_F(err, signal_eintr)
 	uint64_t t0, ms;
 	long c;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, arm_timer(50, false));
-	t0 = pu_now_ns();
-	c = irq_read4(self->fd);
-	ms = pu_ms_since(t0);
+	t0 = t_now_ns();
+	c = t_irq_read4(self->fd);
+	ms = t_ms_since(t0);
 	EXPECT_EQ(-EINTR, c);
 	EXPECT_EQ(1, alarms);
 	EXPECT_LE(40u, ms);
 	/* The read had unmasked the line; nothing is left masked. */
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 	/* Usable afterwards. */
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 	edu_raise(&self->e, 1);
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 1);
 	signal(SIGALRM, SIG_DFL);
 }
@@ -399,14 +402,14 @@ TEST_F(err, signal_eintr)
 /* With SA_RESTART the read restarts and returns the interrupt. */
 TEST_F(err, signal_restart)
 {
-	struct pu_raiser r;
+	struct t_raiser r;
 	long c;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	ASSERT_EQ(0, arm_timer(30, true));
-	ASSERT_EQ(0, pu_raise_later(&r, &self->e, 200, 1));
-	c = irq_read4(self->fd);
+	ASSERT_EQ(0, t_raise_later(&r, &self->e, 200, 1));
+	c = t_irq_read4(self->fd);
 	pthread_join(r.th, NULL);
 	EXPECT_EQ(1, c);
 	EXPECT_EQ(1, alarms);
@@ -418,58 +421,58 @@ TEST_F(err, signal_restart)
 
 TEST_F(err, poll)
 {
-	struct pu_raiser r;
+	struct t_raiser r;
 	uint64_t t0;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
-	EXPECT_EQ(0, pu_poll(self->fd, POLLIN, 0));
+	EXPECT_EQ(0, t_poll(self->fd, POLLIN, 0));
 	/* poll claimed and unmasked. */
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
-	EXPECT_EQ(0, pu_poll(self->fd, POLLIN, 20));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_poll(self->fd, POLLIN, 20));
 
-	/* Raised while poll sleeps (see pu_ep_open() on raising first). */
-	ASSERT_EQ(0, pu_raise_later(&r, &self->e, 10, 1));
-	EXPECT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000));
+	/* Raised while poll sleeps (see t_ep_open() on raising first). */
+	ASSERT_EQ(0, t_raise_later(&r, &self->e, 10, 1));
+	EXPECT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000));
 	pthread_join(r.th, NULL);
-	EXPECT_EQ(1, irq_ddepth(self->e.irq));
+	EXPECT_EQ(1, t_irq_ddepth(self->e.irq));
 	/* Readable until read. */
-	EXPECT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 0));
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_EQ(POLLIN, t_poll(self->fd, POLLIN, 0));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 1);
-	EXPECT_EQ(0, pu_poll(self->fd, POLLIN, 0));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_poll(self->fd, POLLIN, 0));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 
 	/* A blocking poll wakes on a raise from a thread. */
-	t0 = pu_now_ns();
-	ASSERT_EQ(0, pu_raise_later(&r, &self->e, 10, 1));
-	EXPECT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000));
+	t0 = t_now_ns();
+	ASSERT_EQ(0, t_raise_later(&r, &self->e, 10, 1));
+	EXPECT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000));
 	pthread_join(r.th, NULL);
-	EXPECT_LE(9u, pu_ms_since(t0));
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_LE(9u, t_ms_since(t0));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 1);
 }
 
 TEST_F(err, select)
 {
 	struct timeval tv = { 0, 0 };
-	struct pu_raiser r;
+	struct t_raiser r;
 	fd_set rd;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	FD_ZERO(&rd);
 	FD_SET(self->fd, &rd);
 	EXPECT_EQ(0, select(self->fd + 1, &rd, NULL, NULL, &tv));
 
-	ASSERT_EQ(0, pu_raise_later(&r, &self->e, 10, 1));
+	ASSERT_EQ(0, t_raise_later(&r, &self->e, 10, 1));
 	FD_ZERO(&rd);
 	FD_SET(self->fd, &rd);
 	tv.tv_sec = 2;
 	EXPECT_EQ(1, select(self->fd + 1, &rd, NULL, NULL, &tv));
 	pthread_join(r.th, NULL);
 	EXPECT_TRUE(FD_ISSET(self->fd, &rd));
-	EXPECT_EQ(1, irq_read4(self->fd));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
 	edu_ack(&self->e, 1);
 
 	FD_ZERO(&rd);
@@ -482,11 +485,11 @@ TEST_F(err, select)
 TEST_F(err, epoll)
 {
 	struct epoll_event ev = { .events = EPOLLIN }, out[2];
-	struct pu_raiser r;
+	struct t_raiser r;
 	uint64_t t0;
 	int i;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	self->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ASSERT_LE(0, self->epfd);
@@ -496,22 +499,22 @@ TEST_F(err, epoll)
 
 	for (i = 0; i < 3; i++) {
 		/* Before the raiser starts, so that its 10 ms sleep is inside. */
-		t0 = pu_now_ns();
-		ASSERT_EQ(0, pu_raise_later(&r, &self->e, 10, 1));
+		t0 = t_now_ns();
+		ASSERT_EQ(0, t_raise_later(&r, &self->e, 10, 1));
 		ASSERT_EQ(1, epoll_wait(self->epfd, out, 2, 2000)) TH_LOG("round %d", i);
 		pthread_join(r.th, NULL);
-		EXPECT_LE(9u, pu_ms_since(t0));
+		EXPECT_LE(9u, t_ms_since(t0));
 		EXPECT_EQ((uint32_t)EPOLLIN, out[0].events);
 		EXPECT_EQ(0x1234u, out[0].data.u32);
 		/* Level-triggered: still ready until read. */
 		EXPECT_EQ(1, epoll_wait(self->epfd, out, 2, 0));
 		EXPECT_EQ(1, epoll_wait(self->epfd, out, 2, 0));
-		EXPECT_EQ(1, irq_read4(self->fd));
+		EXPECT_EQ(1, t_irq_read4(self->fd));
 		edu_ack(&self->e, 1);
 		EXPECT_EQ(0, epoll_wait(self->epfd, out, 2, 0));
 		EXPECT_EQ(0, epoll_wait(self->epfd, out, 2, 10));
 	}
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /* --- ioctl ------------------------------------------------------------------ */
@@ -670,7 +673,7 @@ TEST_F(err, ioctl_validation)
 	size_t i;
 	int ret;
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 
 	for (i = 0; i < sizeof(bad_devs) / sizeof(bad_devs[0]); i++) {
@@ -684,16 +687,16 @@ TEST_F(err, ioctl_validation)
 			edu_describe_intx(&self->e, &d);
 		set_field(&d, b->f1, b->v1);
 		set_field(&d, b->f2, b->v2);
-		ret = irq_set_device(self->fd, &d);
+		ret = t_irq_set_device(self->fd, &d);
 		EXPECT_EQ(-b->err, ret) TH_LOG("%s: got %s", b->what,
 					       ret ? strerror(-ret) : "success");
 		if (!ret) {
 			/* Claimed by mistake: start over with a fresh file. */
-			irq_close(&self->fd);
-			self->fd = irq_open(self->e.irq, O_NONBLOCK);
+			t_irq_close(&self->fd);
+			self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 			ASSERT_LE(0, self->fd);
 		}
-		ASSERT_FALSE(irq_has_action(self->e.irq, irq_user_name()))
+		ASSERT_FALSE(t_irq_has_action(self->e.irq, t_irq_user_name()))
 			TH_LOG("after %s", b->what);
 	}
 
@@ -716,36 +719,36 @@ TEST_F(err, ioctl_validation)
 	errno = 0;
 	EXPECT_EQ(-1, ioctl(self->fd, TCGETS, &tio));
 	EXPECT_EQ(ENOTTY, errno);
-	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 
 	/* The file is as new: a valid description works... */
 	edu_describe_mmio(&self->e, &d);
-	ret = irq_set_device(self->fd, &d);
+	ret = t_irq_set_device(self->fd, &d);
 	ASSERT_EQ(0, ret) TH_LOG("valid SET_DEVICE: %s", strerror(-ret));
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 	edu_raise(&self->e, 1);
 	ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
-	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000));
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000));
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ(1u, ev.count);
 	EXPECT_EQ(1u, ev.status);
 
 	/* ...once: a second one is EBUSY, valid or not, and changes nothing. */
-	EXPECT_EQ(-EBUSY, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->fd, &d));
 	edu_describe_intx(&self->e, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->fd, &d));
 	d.type = 0;
-	EXPECT_EQ(-EINVAL, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EINVAL, t_irq_set_device(self->fd, &d));
 	errno = 0;
 	EXPECT_EQ(-1, ioctl(self->fd, _IO(IRQ_USER_IOC_MAGIC, 1), 0));
 	EXPECT_EQ(ENOTTY, errno);
 	edu_raise(&self->e, 2);
 	ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
-	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000));
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000));
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ(1u, ev.count);
 	EXPECT_EQ(2u, ev.status);
-	EXPECT_EQ(-EAGAIN, irq_read_ev(self->fd, &ev));
+	EXPECT_EQ(-EAGAIN, t_irq_read_ev(self->fd, &ev));
 }
 
 /* A description of a device on another line: EINVAL, nothing claimed. */
@@ -762,17 +765,17 @@ TEST_F(err, ioctl_other_line_einval)
 		SKIP(return, "edu@%d and edu@%d share irq %d", EDU_SLOT_A,
 		     EDU_SLOT_C, other.irq);
 	}
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 	edu_describe_mmio(&other, &d);
-	EXPECT_EQ(-EINVAL, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EINVAL, t_irq_set_device(self->fd, &d));
 	edu_describe_intx(&other, &d);
-	EXPECT_EQ(-EINVAL, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EINVAL, t_irq_set_device(self->fd, &d));
 	/* Its MSI neither: the file names the device by its line. */
 	edu_describe_msi(&other, &d);
-	EXPECT_EQ(-EINVAL, irq_set_device(self->fd, &d));
-	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
-	EXPECT_FALSE(irq_has_action(other.irq, irq_user_name()));
+	EXPECT_EQ(-EINVAL, t_irq_set_device(self->fd, &d));
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, t_irq_user_name()));
+	EXPECT_FALSE(t_irq_has_action(other.irq, t_irq_user_name()));
 	/* The other device is still enabled and routed (put back as found). */
 	irq = other.irq;
 	edu_close(&other);
@@ -783,8 +786,8 @@ TEST_F(err, ioctl_other_line_einval)
 
 	/* The right device still goes in. */
 	edu_describe_intx(&self->e, &d);
-	ASSERT_EQ(0, irq_set_device(self->fd, &d));
-	ASSERT_EQ(-EAGAIN, irq_read4(self->fd));
+	ASSERT_EQ(0, t_irq_set_device(self->fd, &d));
+	ASSERT_EQ(-EAGAIN, t_irq_read4(self->fd));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 }
 
@@ -794,37 +797,37 @@ TEST_F(err, failed_ioctl_then_exclusive)
 	struct irq_user_dev d;
 	struct irq_user_event ev;
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 	edu_describe_mmio(&self->e, &d);
 	d.mmio.status_mask = 0;
-	EXPECT_EQ(-EINVAL, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EINVAL, t_irq_set_device(self->fd, &d));
 	edu_describe_mmio(&self->e, &d);
 	d.devfn = 30 << 3;
-	EXPECT_EQ(-ENODEV, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-ENODEV, t_irq_set_device(self->fd, &d));
 
-	ASSERT_EQ(-EAGAIN, irq_read4(self->fd));
-	self->epfd = pu_ep_open(self->fd);
+	ASSERT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	self->epfd = t_ep_open(self->fd);
 	ASSERT_LE(0, self->epfd);
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(self->epfd, 2000));
+	ASSERT_EQ(1, t_ep_wait(self->epfd, 2000));
 	/* Exclusive: masked, the device not acknowledged, no status. */
-	EXPECT_EQ(1, irq_ddepth(self->e.irq));
+	EXPECT_EQ(1, t_irq_ddepth(self->e.irq));
 	EXPECT_EQ(1u, edu_status(&self->e));
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ(1u, ev.count);
 	EXPECT_EQ(0u, ev.status);
 	edu_ack(&self->e, 1);
 
 	/* Claimed exclusively: a description now is EBUSY. */
 	edu_describe_mmio(&self->e, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->fd, &d));
 	edu_describe_intx(&self->e, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->fd, &d));
 	/* And still exclusive and working. */
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /* An exclusive claim by poll() also makes a description EBUSY. */
@@ -832,12 +835,12 @@ TEST_F(err, poll_claims)
 {
 	struct irq_user_dev d;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
-	EXPECT_EQ(0, pu_poll(self->fd, POLLIN, 0));
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_EQ(0, t_poll(self->fd, POLLIN, 0));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 	edu_describe_mmio(&self->e, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->fd, &d));
 	EXPECT_EQ(1, cycle(&self->e, self->fd));
 }
 
@@ -848,13 +851,13 @@ TEST_F(err, ack_value_mode)
 	struct irq_user_event ev;
 	int i;
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 	edu_describe_mmio(&self->e, &d);
 	d.mmio.ack_mode = IRQ_USER_ACK_VALUE;
 	d.mmio.ack_value = 0x3;
 	d.mmio.status_mask = 0x1;
-	ASSERT_EQ(0, irq_set_device(self->fd, &d));
+	ASSERT_EQ(0, t_irq_set_device(self->fd, &d));
 	for (i = 0; i < 100; i++) {
 		edu_raise(&self->e, 1);
 		ASSERT_TRUE(edu_wait_clear(&self->e, 2000)) TH_LOG("raise %d", i);
@@ -862,8 +865,8 @@ TEST_F(err, ack_value_mode)
 	/* Bit 1 (outside the mask) cleared by the ack value along the way. */
 	edu_raise(&self->e, 3);
 	ASSERT_TRUE(edu_wait_clear(&self->e, 2000));
-	pu_msleep(5);
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	t_msleep(5);
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ(101u, ev.count);
 	EXPECT_EQ(1u, ev.status);	/* status & mask */
 }

@@ -13,7 +13,11 @@
  * leaves its INTx off.
  */
 
-#include "proc_util.h"
+#include <fcntl.h>
+#include <poll.h>
+
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 #define N_MSI		2000
 
@@ -29,7 +33,7 @@ static void override(const struct edu *e, char *buf, size_t len)
 	char path[96];
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", e->bdf);
-	if (pu_read_file(path, buf, len) < 0)
+	if (t_read_file(path, buf, len) < 0)
 		buf[0] = 0;
 	buf[strcspn(buf, "\n")] = 0;
 }
@@ -50,14 +54,14 @@ FIXTURE_SETUP(msi)
 	ret = edu_bind(&self->e8, "uio_pci_generic");
 	ASSERT_EQ(0, ret) TH_LOG("bind: %s", strerror(-ret));
 	self->bound = true;
-	self->uio = pu_uio_open(&self->e8);
+	self->uio = t_uio_open(&self->e8);
 	ASSERT_LE(0, self->uio) TH_LOG("uio: %s", strerror(-self->uio));
 
-	self->fd = irq_open(self->e4.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e4.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd) TH_LOG("open: %s", strerror(-self->fd));
-	ASSERT_EQ(0, pu_msi_vector(&self->e4));
+	ASSERT_EQ(0, t_msi_irq(&self->e4));
 	edu_describe_msi(&self->e4, &d);
-	ret = irq_set_device(self->fd, &d);
+	ret = t_irq_set_device(self->fd, &d);
 	ASSERT_EQ(0, ret) TH_LOG("SET_DEVICE(MSI): %s", strerror(-ret));
 }
 
@@ -65,8 +69,8 @@ FIXTURE_TEARDOWN(msi)
 {
 	edu_quiet(&self->e4);
 	edu_quiet(&self->e8);
-	irq_close(&self->fd);
-	irq_close(&self->uio);
+	t_irq_close(&self->fd);
+	t_irq_close(&self->uio);
 	if (self->bound)
 		edu_bind(&self->e8, NULL);
 	edu_close_clean(&self->e4);
@@ -76,23 +80,23 @@ FIXTURE_TEARDOWN(msi)
 /* The vector is ours; the line stays uio's alone; INTx is off. */
 TEST_F(msi, vector_not_line)
 {
-	int vec = pu_msi_vector(&self->e4);
+	int vec = t_msi_irq(&self->e4);
 	struct irq_user_dev d;
 	char buf[64];
 
 	ASSERT_LT(0, vec) TH_LOG("no MSI vector after the description");
 	EXPECT_NE(self->e4.irq, vec);
-	EXPECT_TRUE(irq_has_action(vec, irq_user_name()));
-	EXPECT_FALSE(irq_has_action(self->e4.irq, irq_user_name()));
-	EXPECT_EQ(1, irq_nactions(self->e4.irq));
+	EXPECT_TRUE(t_irq_has_action(vec, t_irq_user_name()));
+	EXPECT_FALSE(t_irq_has_action(self->e4.irq, t_irq_user_name()));
+	EXPECT_EQ(1, t_irq_nactions(self->e4.irq));
 	EXPECT_EQ(0, edu_intx_enabled(&self->e4));
 	override(&self->e4, buf, sizeof(buf));
 	EXPECT_STREQ("irq-user", buf);
 	/* The vector's own file is not a line: refused. */
-	EXPECT_EQ(-EINVAL, irq_open(vec, 0));
+	EXPECT_EQ(-EINVAL, t_irq_open(vec, 0));
 	/* One description per file. */
 	edu_describe_msi(&self->e4, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->fd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->fd, &d));
 }
 
 /* Each raise is one message, counted once; the stamp follows the raise. */
@@ -103,10 +107,10 @@ TEST_F_TIMEOUT(msi, exact_counts, 240)
 	long r;
 	int i;
 
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 	for (i = 0; i < N_MSI; i++) {
 		edu_raise(&self->e4, 1);
-		ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000) & POLLIN) TH_LOG("raise %d", i);
+		ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000) & POLLIN) TH_LOG("raise %d", i);
 		r = read(self->fd, &ev, sizeof(ev));
 		ASSERT_EQ((long)sizeof(ev), r) TH_LOG("raise %d: %s", i, strerror(errno));
 		ASSERT_EQ(1u, ev.count) TH_LOG("raise %d", i);
@@ -115,7 +119,7 @@ TEST_F_TIMEOUT(msi, exact_counts, 240)
 		last = ev.cycles;
 		edu_ack(&self->e4, 1);
 	}
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 }
 
 /* Raised while nobody reads: every message counts, none lost or doubled. */
@@ -125,11 +129,11 @@ TEST_F(msi, batched)
 
 	for (i = 0; i < 50; i++) {
 		edu_raise(&self->e4, 1);
-		pu_msleep(1);
+		t_msleep(1);
 	}
-	pu_msleep(20);
-	EXPECT_EQ(50, irq_read4(self->fd));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	t_msleep(20);
+	EXPECT_EQ(50, t_irq_read4(self->fd));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 	edu_ack(&self->e4, ~0u);
 }
 
@@ -142,16 +146,16 @@ TEST_F_TIMEOUT(msi, beside_uio, 240)
 	for (i = 0; i < 1000; i++) {
 		edu_raise(&self->e8, 1);
 		edu_raise(&self->e4, 1);
-		n = pu_uio_wait(self->uio, 2000);
+		n = t_uio_wait(self->uio, 2000);
 		ASSERT_LT(0, n) TH_LOG("round %d: uio %s", i, strerror((int)-n));
-		ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000) & POLLIN) TH_LOG("round %d", i);
-		ASSERT_EQ(1, irq_read4(self->fd)) TH_LOG("round %d", i);
+		ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000) & POLLIN) TH_LOG("round %d", i);
+		ASSERT_EQ(1, t_irq_read4(self->fd)) TH_LOG("round %d", i);
 		edu_ack(&self->e4, 1);
 		edu_ack(&self->e8, 1);
 		ASSERT_EQ(0, edu_set_intx(&self->e8, true));
 	}
-	EXPECT_EQ(0, irq_ddepth(self->e4.irq));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e4.irq));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 }
 
 /* Closing frees the vector and the device; INTx stays off; uio goes on. */
@@ -159,33 +163,33 @@ TEST_F(msi, close_releases)
 {
 	struct irq_user_dev d;
 	char buf[64];
-	int vec = pu_msi_vector(&self->e4);
+	int vec = t_msi_irq(&self->e4);
 	long n;
 
 	ASSERT_LT(0, vec);
 	edu_raise(&self->e4, 1);
-	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000) & POLLIN);
-	irq_close(&self->fd);
-	EXPECT_EQ(0, pu_msi_vector(&self->e4));
+	ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000) & POLLIN);
+	t_irq_close(&self->fd);
+	EXPECT_EQ(0, t_msi_irq(&self->e4));
 	EXPECT_EQ(0, edu_intx_enabled(&self->e4));
 	override(&self->e4, buf, sizeof(buf));
 	EXPECT_STREQ("(null)", buf);
-	EXPECT_EQ(1, irq_nactions(self->e4.irq));
+	EXPECT_EQ(1, t_irq_nactions(self->e4.irq));
 	/* A device still pending from before does not reach the line. */
-	EXPECT_EQ(0, irq_ddepth(self->e4.irq));
+	EXPECT_EQ(0, t_irq_ddepth(self->e4.irq));
 	edu_raise(&self->e8, 1);
-	n = pu_uio_wait(self->uio, 2000);
+	n = t_uio_wait(self->uio, 2000);
 	EXPECT_LT(0, n);
 	edu_ack(&self->e8, 1);
 	edu_ack(&self->e4, ~0u);
 
 	/* And the device can be described again. */
-	self->fd = irq_open(self->e4.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e4.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 	edu_describe_msi(&self->e4, &d);
-	ASSERT_EQ(0, irq_set_device(self->fd, &d));
-	EXPECT_LT(0, pu_msi_vector(&self->e4));
-	EXPECT_EQ(1, pu_cycle(&self->e4, self->fd));
+	ASSERT_EQ(0, t_irq_set_device(self->fd, &d));
+	EXPECT_LT(0, t_msi_irq(&self->e4));
+	EXPECT_EQ(1, t_irq_cycle(&self->e4, self->fd));
 }
 
 TEST_HARNESS_MAIN

@@ -14,9 +14,12 @@
  * QEMU's IO-APIC does not deliver a level that was already asserted when
  * the pin is started again (see proc_close's stale_level_at_claim).
  */
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/syscall.h>
 
-#include "proc_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 FIXTURE(rd) {
 	struct edu e;
@@ -31,35 +34,35 @@ FIXTURE_SETUP(rd)
 	ret = edu_open_clean(&self->e, EDU_SLOT_C);
 	ASSERT_EQ(0, ret) TH_LOG("edu@%d: %s", EDU_SLOT_C, strerror(-ret));
 	ASSERT_GT(self->e.irq, 0);
-	ret = pu_line_flush(&self->e);
+	ret = t_line_flush(&self->e);
 	ASSERT_EQ(0, ret) TH_LOG("flush irq %d: %s", self->e.irq, strerror(-ret));
-	if (irq_ddepth(self->e.irq) < 0)
+	if (t_irq_ddepth(self->e.irq) < 0)
 		TH_LOG("no debugfs for irq %d: depth checks fail", self->e.irq);
 }
 
 FIXTURE_TEARDOWN(rd)
 {
 	edu_quiet(&self->e);
-	irq_close(&self->fd);
+	t_irq_close(&self->fd);
 	edu_close_clean(&self->e);
 }
 
 /* A blocked read wakes on a raise ~10 ms later and counts 1. */
 TEST_F(rd, blocking_read_wakes)
 {
-	struct pu_raiser r;
+	struct t_raiser r;
 	uint64_t t0, t1;
 	long c;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd) TH_LOG("open: %s", strerror(-self->fd));
 	/* Nothing claimed until the first read. */
-	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 
-	ASSERT_EQ(0, pu_raise_later(&r, &self->e, 10, 1));
-	t0 = pu_now_ns();
-	c = irq_read4(self->fd);
-	t1 = pu_now_ns();
+	ASSERT_EQ(0, t_raise_later(&r, &self->e, 10, 1));
+	t0 = t_now_ns();
+	c = t_irq_read4(self->fd);
+	t1 = t_now_ns();
 	pthread_join(r.th, NULL);
 	ASSERT_EQ(1, c);
 	/*
@@ -70,21 +73,21 @@ TEST_F(rd, blocking_read_wakes)
 	EXPECT_NE(0, r.raised_ns);
 	EXPECT_LE(r.raised_ns, t1) TH_LOG("returned %llu ms after the read began, before the raise",
 					  (unsigned long long)(t1 - t0) / 1000000);
-	EXPECT_TRUE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 	/* Taken, not read again: masked. */
-	EXPECT_EQ(1, irq_ddepth(self->e.irq));
+	EXPECT_EQ(1, t_irq_ddepth(self->e.irq));
 	EXPECT_EQ(1, (int)edu_status(&self->e));
 
 	edu_ack(&self->e, 1);
 	/* poll unmasks, finds nothing. */
-	EXPECT_EQ(0, pu_poll(self->fd, POLLIN, 0));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(0, t_poll(self->fd, POLLIN, 0));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 
-	irq_close(&self->fd);
-	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
+	t_irq_close(&self->fd);
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 	/* Freed, and the line shut down (depth 1) if it was the last action. */
-	if (!irq_nactions(self->e.irq))
-		EXPECT_EQ(1, irq_ddepth(self->e.irq));
+	if (!t_irq_nactions(self->e.irq))
+		EXPECT_EQ(1, t_irq_ddepth(self->e.irq));
 }
 
 /* 8-byte reads get the event struct, 4..7 bytes the count alone. */
@@ -97,17 +100,17 @@ TEST_F(rd, event_struct)
 	size_t i;
 	int ep;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	/* Claim and unmask before the first raise; wait without racing. */
-	ep = pu_ep_open(self->fd);
+	ep = t_ep_open(self->fd);
 	ASSERT_LE(0, ep);
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(ep, 2000));
+	ASSERT_EQ(1, t_ep_wait(ep, 2000));
 	close(ep);
 	/* The line is masked from now on when we raise: plain reads. */
 	memset(&ev, 0xa5, sizeof(ev));
-	ASSERT_EQ(8, irq_read_ev(self->fd, &ev));
+	ASSERT_EQ(8, t_irq_read_ev(self->fd, &ev));
 	EXPECT_EQ(1u, ev.count);
 	EXPECT_EQ(0u, ev.status);	/* exclusive: the kernel reads no status */
 	edu_ack(&self->e, 1);
@@ -137,7 +140,7 @@ TEST_F(rd, event_struct)
 	 */
 	t_raise = __builtin_ia32_rdtsc();
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(POLLIN, pu_poll(self->fd, POLLIN, 2000));
+	ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000));
 	memset(buf, 0xa5, sizeof(buf));
 	t_read = __builtin_ia32_rdtsc();
 	n = read(self->fd, buf, sizeof(buf));
@@ -151,9 +154,9 @@ TEST_F(rd, event_struct)
 		ASSERT_EQ(0xa5, buf[i]) TH_LOG("byte %zu written", i);
 	edu_ack(&self->e, 1);
 
-	ASSERT_EQ(0, irq_set_nonblock(self->fd, true));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	ASSERT_EQ(0, t_set_nonblock(self->fd, true));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /* 10,000 x (raise, read == 1, ack); then nothing left: EAGAIN. */
@@ -166,36 +169,36 @@ TEST_F_TIMEOUT(rd, exclusive_loop, 120)
 	long c;
 	int i;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	/*
 	 * Claim (unmasked) and take a first interrupt without racing the
 	 * handler; from then on the line is masked whenever we raise, and
 	 * the read unmasks it.
 	 */
-	ASSERT_EQ(1, pu_cycle(&self->e, self->fd));
-	ASSERT_EQ(1, irq_ddepth(self->e.irq));
-	before = irq_total(self->e.irq);
-	ASSERT_EQ(0, irq_spurious(self->e.irq, &cnt0, &unh0));
+	ASSERT_EQ(1, t_irq_cycle(&self->e, self->fd));
+	ASSERT_EQ(1, t_irq_ddepth(self->e.irq));
+	before = t_irq_total(self->e.irq);
+	ASSERT_EQ(0, t_irq_spurious(self->e.irq, &cnt0, &unh0));
 
-	t0 = pu_now_ns();
+	t0 = t_now_ns();
 	for (i = 0; i < N; i++) {
 		edu_raise(&self->e, 1);
-		c = irq_read4(self->fd);
+		c = t_irq_read4(self->fd);
 		ASSERT_EQ(1, c) TH_LOG("cycle %d", i);
 		/* The handler masked the line: depth 1 until we read again. */
 		if (i % 1000 == 0)
-			ASSERT_EQ(1, irq_ddepth(self->e.irq)) TH_LOG("cycle %d", i);
+			ASSERT_EQ(1, t_irq_ddepth(self->e.irq)) TH_LOG("cycle %d", i);
 		edu_ack(&self->e, 1);
 	}
-	TH_LOG("%d cycles in %llu ms", N, (unsigned long long)pu_ms_since(t0));
+	TH_LOG("%d cycles in %llu ms", N, (unsigned long long)t_ms_since(t0));
 
-	ASSERT_EQ(0, irq_set_nonblock(self->fd, true));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
-	after = irq_total(self->e.irq);
+	ASSERT_EQ(0, t_set_nonblock(self->fd, true));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
+	after = t_irq_total(self->e.irq);
 	EXPECT_LE(before + N, after) TH_LOG("line counted %llu", after - before);
-	ASSERT_EQ(0, irq_spurious(self->e.irq, &cnt1, &unh1));
+	ASSERT_EQ(0, t_irq_spurious(self->e.irq, &cnt1, &unh1));
 	EXPECT_GT(100u, unh1) TH_LOG("unhandled %u", unh1);
 }
 
@@ -213,22 +216,22 @@ TEST_F_TIMEOUT(rd, exclusive_poll_loop, 120)
 	int i, p;
 	long c;
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
-	t0 = pu_now_ns();
+	t0 = t_now_ns();
 	for (i = 0; i < N; i++) {
-		p = pu_poll(self->fd, POLLIN, 0);
+		p = t_poll(self->fd, POLLIN, 0);
 		ASSERT_EQ(0, p) TH_LOG("cycle %d: stale count", i);
 		edu_raise(&self->e, 1);
-		p = pu_poll(self->fd, POLLIN, 2000);
+		p = t_poll(self->fd, POLLIN, 2000);
 		ASSERT_EQ(POLLIN, p) TH_LOG("cycle %d", i);
-		c = irq_read4(self->fd);
+		c = t_irq_read4(self->fd);
 		ASSERT_EQ(1, c) TH_LOG("cycle %d", i);
 		edu_ack(&self->e, 1);
 	}
-	TH_LOG("%d cycles in %llu ms", N, (unsigned long long)pu_ms_since(t0));
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	TH_LOG("%d cycles in %llu ms", N, (unsigned long long)t_ms_since(t0));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 }
 
 /*
@@ -240,43 +243,43 @@ TEST_F(rd, masked_raises_collapse)
 {
 	int i, ep;
 
-	self->fd = irq_open(self->e.irq, O_NONBLOCK);
+	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 
 	/* Arm: claims, unmasks, finds nothing. */
-	ASSERT_EQ(-EAGAIN, irq_read4(self->fd));
-	ASSERT_EQ(0, irq_ddepth(self->e.irq));
-	ep = pu_ep_open(self->fd);
+	ASSERT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	ASSERT_EQ(0, t_irq_ddepth(self->e.irq));
+	ep = t_ep_open(self->fd);
 	ASSERT_LE(0, ep);
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(ep, 1000));
-	ASSERT_EQ(1, irq_ddepth(self->e.irq));
+	ASSERT_EQ(1, t_ep_wait(ep, 1000));
+	ASSERT_EQ(1, t_irq_ddepth(self->e.irq));
 	edu_ack(&self->e, 1);
-	ASSERT_EQ(1, irq_read4(self->fd));
+	ASSERT_EQ(1, t_irq_read4(self->fd));
 
 	/* Masked now: raise and ack 5 times: nothing seen. */
 	for (i = 0; i < 5; i++) {
 		edu_raise(&self->e, 1);
-		pu_msleep(1);
+		t_msleep(1);
 		edu_ack(&self->e, 1);
 	}
-	EXPECT_EQ(1, irq_ddepth(self->e.irq));
+	EXPECT_EQ(1, t_irq_ddepth(self->e.irq));
 	/* This read unmasks, the device is quiet: nothing. */
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 
 	/* Three raises, the first one masks: one interrupt in all. */
 	edu_raise(&self->e, 1);
-	ASSERT_EQ(1, pu_ep_wait(ep, 1000));
+	ASSERT_EQ(1, t_ep_wait(ep, 1000));
 	edu_raise(&self->e, 2);
 	edu_raise(&self->e, 4);
-	pu_msleep(5);
+	t_msleep(5);
 	EXPECT_EQ(7u, edu_status(&self->e));
-	EXPECT_EQ(1, irq_read4(self->fd));
-	EXPECT_EQ(1, irq_ddepth(self->e.irq));
+	EXPECT_EQ(1, t_irq_read4(self->fd));
+	EXPECT_EQ(1, t_irq_ddepth(self->e.irq));
 	edu_ack(&self->e, 7);
-	EXPECT_EQ(-EAGAIN, irq_read4(self->fd));
-	EXPECT_EQ(0, irq_ddepth(self->e.irq));
+	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
+	EXPECT_EQ(0, t_irq_ddepth(self->e.irq));
 	close(ep);
 }
 
@@ -294,7 +297,7 @@ static void *reader_fn(void *arg)
 
 	r->tid = syscall(SYS_gettid);
 	__atomic_store_n(&r->started, 1, __ATOMIC_SEQ_CST);
-	r->ret = irq_read4(r->fd);
+	r->ret = t_irq_read4(r->fd);
 	return NULL;
 }
 
@@ -304,21 +307,21 @@ TEST_F(rd, reader_thread)
 	pthread_t th;
 	int i;
 
-	self->fd = irq_open(self->e.irq, 0);
+	self->fd = t_irq_open(self->e.irq, 0);
 	ASSERT_LE(0, self->fd);
 	for (i = 0; i < 20; i++) {
 		r.fd = self->fd;
 		r.started = 0;
 		ASSERT_EQ(0, pthread_create(&th, NULL, reader_fn, &r));
 		while (!__atomic_load_n(&r.started, __ATOMIC_SEQ_CST))
-			pu_msleep(1);
-		ASSERT_TRUE(pu_wait_blocked(r.tid, SYS_read, 2000));
+			t_msleep(1);
+		ASSERT_TRUE(t_wait_blocked(r.tid, SYS_read, 2000));
 		/* Waiting: unmasked. */
-		ASSERT_EQ(0, irq_ddepth(self->e.irq)) TH_LOG("round %d", i);
+		ASSERT_EQ(0, t_irq_ddepth(self->e.irq)) TH_LOG("round %d", i);
 		edu_raise(&self->e, 1);
 		pthread_join(th, NULL);
 		ASSERT_EQ(1, r.ret) TH_LOG("round %d", i);
-		ASSERT_EQ(1, irq_ddepth(self->e.irq));
+		ASSERT_EQ(1, t_irq_ddepth(self->e.irq));
 		edu_ack(&self->e, 1);
 	}
 }

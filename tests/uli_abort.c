@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -83,11 +83,11 @@ static void run(struct __test_metadata *_metadata, int mode, int sig)
 		ASSERT_EQ(0, ULI_set_budget(uli, 2000000));
 
 	/* Another process is what the interrupt lands on, when we can. */
-	target = uu_irq_cpu(e.irq);
+	target = t_irq_cpu(e.irq);
 	child = 0;
-	if (uu_ncpus() > 1) {
-		uu_pin((target + 1) % uu_ncpus());
-		child = uu_spawn(target, spin_user);
+	if (t_ncpus() > 1) {
+		t_pin((target + 1) % t_ncpus());
+		child = t_spawn(target, spin_user);
 		usleep(50000);
 	}
 
@@ -101,7 +101,7 @@ static void run(struct __test_metadata *_metadata, int mode, int sig)
 		/* The next interrupt is delivered, and returns. */
 		bad = GOOD;
 		edu_raise(&e, 1);
-		ASSERT_TRUE(uu_wait_count(&handled, 1, 2000));
+		ASSERT_TRUE(t_wait_count(&handled, 1, 2000));
 	}
 	ASSERT_EQ(0, ULI_get_stats(uli, &st));
 	switch (mode) {
@@ -131,7 +131,7 @@ static void run(struct __test_metadata *_metadata, int mode, int sig)
 		int status;
 
 		EXPECT_EQ(0, waitpid(child, &status, WNOHANG));
-		uu_stop(child);
+		t_stop(child);
 	}
 	EXPECT_EQ(0, ULI_destroy(uli));
 	edu_close(&e);
@@ -195,7 +195,7 @@ static void storm(struct __test_metadata *_metadata, int ndev, bool long_calls)
 	pid_t child;
 	int target, i;
 
-	if (uu_ncpus() < 2)
+	if (t_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs");
 	ASSERT_TRUE(storm_start());
 	storm_long = long_calls;
@@ -211,11 +211,11 @@ static void storm(struct __test_metadata *_metadata, int ndev, bool long_calls)
 		if (long_calls)
 			ASSERT_EQ(0, ULI_set_budget(uli[i], 20000000));
 	}
-	target = uu_irq_cpu(dev[0].irq);
+	target = t_irq_cpu(dev[0].irq);
 	for (i = 1; i < ndev; i++)
-		ASSERT_EQ(0, uu_set_irq_cpu(dev[i].irq, target));
-	uu_pin((target + 1) % uu_ncpus());
-	child = uu_spawn(target, count_user);
+		ASSERT_EQ(0, t_set_irq_cpu(dev[i].irq, target));
+	t_pin((target + 1) % t_ncpus());
+	child = t_spawn(target, count_user);
 	for (int ms = 0; !*shared_count && ms < 10000; ms += 10)
 		usleep(10000);
 	quiet = rate(300);
@@ -239,7 +239,7 @@ static void storm(struct __test_metadata *_metadata, int ndev, bool long_calls)
 	usleep(100000);
 	EXPECT_EQ(calls, storm_calls);		/* acknowledged: over */
 	EXPECT_EQ(0, waitpid(child, NULL, WNOHANG));
-	uu_stop(child);
+	t_stop(child);
 	for (i = 0; i < ndev; i++) {
 		EXPECT_EQ(0, ULI_destroy(uli[i]));
 		edu_close(&dev[i]);
@@ -261,7 +261,7 @@ TEST(never_acknowledged_shares)
 	void *uli;
 	int i;
 
-	if (uu_ncpus() < 2)
+	if (t_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs");
 	ASSERT_TRUE(storm_start());
 	storm_long = false;
@@ -275,8 +275,8 @@ TEST(never_acknowledged_shares)
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(-1, ULI_set_share(uli, ULI_MAX_SHARE + 1));
 	EXPECT_EQ(EINVAL, errno);
-	uu_pin((uu_irq_cpu(d.irq) + 1) % uu_ncpus());
-	child = uu_spawn(uu_irq_cpu(d.irq), count_user);
+	t_pin((t_irq_cpu(d.irq) + 1) % t_ncpus());
+	child = t_spawn(t_irq_cpu(d.irq), count_user);
 	for (int ms = 0; !*shared_count && ms < 10000; ms += 10)
 		usleep(10000);
 	quiet = rate(300);
@@ -297,7 +297,7 @@ TEST(never_acknowledged_shares)
 	EXPECT_GT(left[0] * 7 / 10, left[2]);	/* 900: less */
 	EXPECT_LT(0, left[2]);			/* but some */
 	EXPECT_EQ(0, waitpid(child, NULL, WNOHANG));
-	uu_stop(child);
+	t_stop(child);
 	EXPECT_EQ(0, ULI_destroy(uli));
 	edu_close(&d);
 }

@@ -10,7 +10,7 @@
 #include <pthread.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -38,7 +38,7 @@ static void handler(void *arg)
 	seen_status = st;
 	edu_ack(&e, st);
 	if (spin_cycles)
-		for (t0 = uu_rdtsc(); uu_rdtsc() - t0 < spin_cycles;)
+		for (t0 = t_rdtsc(); t_rdtsc() - t0 < spin_cycles;)
 			;
 	handled++;
 	in_handler = 0;
@@ -82,7 +82,7 @@ FIXTURE_TEARDOWN(blk)
 static bool cycle(uint64_t want)
 {
 	edu_raise(&e, 1);
-	return uu_wait_count(&handled, want, 2000);
+	return t_wait_count(&handled, want, 2000);
 }
 
 TEST_F_TIMEOUT(blk, collapse, 120)
@@ -109,7 +109,7 @@ TEST_F_TIMEOUT(blk, collapse, 120)
 	}
 
 	ULI_unblock_intr(self->uli);
-	ASSERT_TRUE(uu_wait_count(&handled, 2, 2000));
+	ASSERT_TRUE(t_wait_count(&handled, 2, 2000));
 	usleep(200000);
 	EXPECT_EQ(2, handled);			/* one call for all five */
 	EXPECT_EQ(0x1f, seen_status);
@@ -143,19 +143,19 @@ TEST_F(blk, unblock_nothing_pending)
 /* A handler running on the other CPU: block returns after it did. */
 TEST_F_TIMEOUT(blk, waits_for_running_handler, 120)
 {
-	uint64_t per_ms = uu_tsc_per_ms();
+	uint64_t per_ms = t_tsc_per_ms();
 	int irq, target, i, tries;
 
-	if (uu_ncpus() < 2)
+	if (t_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs");
-	irq = uu_uli_irq(self->uli, &e);
-	target = uu_irq_cpu(irq);
+	irq = t_uli_irq(self->uli, &e);
+	target = t_irq_cpu(irq);
 	/*
 	 * The proc method's thread inherits the affinity of the thread that
 	 * registers: register again from the target CPU, so that its handler
 	 * runs there too, then leave for the other CPU.
 	 */
-	ASSERT_EQ(0, uu_pin(target));
+	ASSERT_EQ(0, t_pin(target));
 	ASSERT_EQ(0, ULI_destroy(self->uli));
 	self->uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, variant->flags);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
@@ -163,9 +163,9 @@ TEST_F_TIMEOUT(blk, waits_for_running_handler, 120)
 	 * A new MSI vector may be on the other CPU: move it back.  x86
 	 * moves an interrupt at its next one, so have one first.
 	 */
-	irq = uu_uli_irq(self->uli, &e);
-	ASSERT_EQ(0, uu_set_irq_cpu(irq, target));
-	ASSERT_EQ(0, uu_pin((target + 1) % uu_ncpus()));
+	irq = t_uli_irq(self->uli, &e);
+	ASSERT_EQ(0, t_set_irq_cpu(irq, target));
+	ASSERT_EQ(0, t_pin((target + 1) % t_ncpus()));
 	ASSERT_TRUE(cycle(1));
 	handled = 0;
 	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
@@ -202,7 +202,7 @@ static volatile uint64_t raised;
 /* Raise whenever the device is quiet; the handler acknowledges. */
 static void *raiser(void *arg)
 {
-	uu_pin((int)(long)arg);
+	t_pin((int)(long)arg);
 	while (!stop_raising) {
 		if (!edu_status(&e)) {
 			edu_raise(&e, 1);
@@ -220,13 +220,13 @@ static void *raiser(void *arg)
  */
 TEST_F_TIMEOUT(blk, storm, 600)
 {
-	uint64_t n = uu_test_n(20), i, calls;
-	int cpu = uu_ncpus() - 1;
+	uint64_t n = t_test_n(20), i, calls;
+	int cpu = t_ncpus() - 1;
 	pthread_t thr;
 
 	stop_raising = 0;
 	raised = 0;
-	ASSERT_EQ(0, uu_pin(0));
+	ASSERT_EQ(0, t_pin(0));
 	ASSERT_EQ(0, pthread_create(&thr, NULL, raiser, (void *)(long)cpu));
 	/* At small counts the pairs could all be over before it raised. */
 	while (!raised)

@@ -10,10 +10,10 @@
 #include <pthread.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 /* ULI_TEST_N overrides, for quick runs by hand. */
-#define N_RAISES uu_test_n(1)
+#define N_RAISES t_test_n(1)
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -45,7 +45,7 @@ static volatile int owner_stop;
 
 static void *owner_spin(void *arg)
 {
-	uu_pin((int)(long)arg);
+	t_pin((int)(long)arg);
 	while (!owner_stop)
 		__asm__ volatile ("" ::: "memory");
 	return NULL;
@@ -88,11 +88,11 @@ static void run(struct __test_metadata *_metadata, int ctx)
 	/* Not the budget's test: a host stall of the vCPU counts against it. */
 	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
 
-	target = uu_irq_cpu(e.irq);
-	if (uu_ncpus() < 2 && ctx != OWNER)
+	target = t_irq_cpu(e.irq);
+	if (t_ncpus() < 2 && ctx != OWNER)
 		SKIP(return, "needs 2 CPUs: the raiser would be the interrupted one");
-	mine = uu_ncpus() < 2 ? target : (target + 1) % uu_ncpus();
-	ASSERT_EQ(0, uu_pin(mine));
+	mine = t_ncpus() < 2 ? target : (target + 1) % t_ncpus();
+	ASSERT_EQ(0, t_pin(mine));
 
 	switch (ctx) {
 	case OWNER:
@@ -101,10 +101,10 @@ static void run(struct __test_metadata *_metadata, int ctx)
 			ASSERT_EQ(0, pthread_create(&thr, NULL, owner_spin, (void *)(long)target));
 		break;
 	case OTHER:
-		child = uu_spawn(target, spin_user);
+		child = t_spawn(target, spin_user);
 		break;
 	case KERNEL:
-		child = uu_spawn(target, spin_kernel);
+		child = t_spawn(target, spin_kernel);
 		break;
 	}
 	/*
@@ -114,20 +114,20 @@ static void run(struct __test_metadata *_metadata, int ctx)
 	handled = 0;
 	usleep(100000);	/* let the spinner take the CPU */
 
-	t0 = uu_now_ns();
+	t0 = t_now_ns();
 	for (i = 0; i < N_RAISES; i++) {
 		edu_raise(&e, 1);
-		if (!uu_wait_count(&handled, i + 1, 2000))
+		if (!t_wait_count(&handled, i + 1, 2000))
 			break;
 	}
 	owner_stop = 1;
 	if (ctx == OWNER && mine != target)
 		pthread_join(thr, NULL);
-	uu_stop(child);
+	t_stop(child);
 
 	ASSERT_EQ(0, ULI_get_stats(uli, &st));
 	TH_LOG("%llu ms: calls %llu interrupts %llu owner %llu other %llu idle %llu kernel %llu deferred %llu",
-	       (unsigned long long)(uu_now_ns() - t0) / 1000000, (unsigned long long)st.calls, (unsigned long long)st.interrupts,
+	       (unsigned long long)(t_now_ns() - t0) / 1000000, (unsigned long long)st.calls, (unsigned long long)st.interrupts,
 	       (unsigned long long)st.ctx_owner, (unsigned long long)st.ctx_other,
 	       (unsigned long long)st.ctx_idle, (unsigned long long)st.ctx_kernel,
 	       (unsigned long long)st.deferred);
@@ -180,12 +180,12 @@ static uint64_t spin_cycles;
 
 static void slow_handler(void *arg)
 {
-	uint64_t t0 = uu_rdtsc();
+	uint64_t t0 = t_rdtsc();
 
 	(void)arg;
 	edu_ack(&e, edu_status(&e));
 	entered = 1;
-	while (uu_rdtsc() - t0 < spin_cycles)	/* no clock_gettime(): no vDSO fallback syscall */
+	while (t_rdtsc() - t0 < spin_cycles)	/* no clock_gettime(): no vDSO fallback syscall */
 		;
 	left = 1;
 }
@@ -195,14 +195,14 @@ TEST(calls_counted_on_entry)
 	struct uli_stats st;
 	void *uli;
 
-	spin_cycles = uu_tsc_per_ms() * 3;
+	spin_cycles = t_tsc_per_ms() * 3;
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
 	uli = ULI_register_pci(e.bdf, slow_handler, NULL, 0, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 	/* A 3 ms handler and a host stall could add up to the default. */
 	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
-	if (uu_ncpus() > 1)
-		ASSERT_EQ(0, uu_pin((uu_irq_cpu(e.irq) + 1) % uu_ncpus()));
+	if (t_ncpus() > 1)
+		ASSERT_EQ(0, t_pin((t_irq_cpu(e.irq) + 1) % t_ncpus()));
 
 	entered = left = 0;
 	edu_raise(&e, 1);

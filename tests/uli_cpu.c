@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -36,8 +36,8 @@ static void handler(void *arg)
 		for (;;)
 			__asm__ volatile ("" ::: "memory");
 	if (spin_cycles) {
-		t0 = uu_rdtsc();
-		while (uu_rdtsc() - t0 < spin_cycles)
+		t0 = t_rdtsc();
+		while (t_rdtsc() - t0 < spin_cycles)
 			;
 	}
 	if (reraise) {
@@ -51,7 +51,7 @@ static int cpu_online(int cpu, int on)
 	char path[64];
 
 	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/online", cpu);
-	return uu_write_file(path, on ? "1\n" : "0\n");
+	return t_write_file(path, on ? "1\n" : "0\n");
 }
 
 static uint64_t raise_n(uint64_t n);
@@ -71,9 +71,9 @@ FIXTURE_VARIANT_ADD(cpu, msi) { .flags = ULI_MSI };
 FIXTURE_SETUP(cpu)
 {
 	signal(SIGXCPU, SIG_IGN);
-	if (uu_ncpus() < 2)
+	if (t_ncpus() < 2)
 		SKIP(return, "needs a second CPU");
-	if (!uu_upcall_mode())
+	if (!t_upcall_mode())
 		SKIP(return, "a property of the upcall");
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
 	edu_ack(&e, ~0u);
@@ -88,10 +88,10 @@ FIXTURE_SETUP(cpu)
 		self->uli = NULL;
 		SKIP(return, "a property of the upcall");
 	}
-	self->irq = uu_uli_irq(self->uli, &e);
+	self->irq = t_uli_irq(self->uli, &e);
 	ASSERT_LE(0, self->irq);
-	ASSERT_EQ(0, uu_set_irq_cpu(self->irq, 1));
-	ASSERT_EQ(0, uu_pin(0));
+	ASSERT_EQ(0, t_set_irq_cpu(self->irq, 1));
+	ASSERT_EQ(0, t_pin(0));
 	/* An IO-APIC line moves with its next interrupt: have it move. */
 	ASSERT_EQ(2, raise_n(2));
 }
@@ -108,7 +108,7 @@ FIXTURE_TEARDOWN(cpu)
 /* Raise n times, each handled before the next: how many were. */
 static uint64_t raise_n(uint64_t n)
 {
-	return uu_raise_each(&e, &handled, n, 10000);
+	return t_raise_each(&e, &handled, n, 10000);
 }
 
 /* One handler that never returns; the statistics once it has ended. */
@@ -191,12 +191,12 @@ static void spinner(void)
 TEST_F(cpu, budget_on_busy_cpu)
 {
 	struct uli_stats st;
-	pid_t pid = uu_spawn(1, spinner);
+	pid_t pid = t_spawn(1, spinner);
 
 	ASSERT_LT(0, pid);
 	usleep(50000);
 	endless_handler(_metadata, self->uli, BUDGET_NS, &st);
-	uu_stop(pid);
+	t_stop(pid);
 	EXPECT_LE(1, st.ctx_other);
 	EXPECT_GT(BUDGET_NS + BUDGET_SLACK_NS, st.max_handler_ns)
 		TH_LOG("ended after %llu ns", (unsigned long long)st.max_handler_ns);
@@ -214,7 +214,7 @@ static void *raiser_main(void *p)
 {
 	struct raiser *r = p;
 
-	uu_pin(0);
+	t_pin(0);
 	while (!r->stop) {
 		edu_raise(&e, 1);
 		r->raised++;
@@ -236,7 +236,7 @@ TEST_F(cpu, offline_online)
 	ASSERT_EQ(10, raise_n(10));
 	/* Not a budget test: stop_machine() may stall this vCPU on a busy host. */
 	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
-	spin_cycles = uu_tsc_per_ms() / 2;	/* a handler running at offline */
+	spin_cycles = t_tsc_per_ms() / 2;	/* a handler running at offline */
 	ASSERT_EQ(0, pthread_create(&r.t, NULL, raiser_main, &r));
 	for (i = 0; i < CYCLES; i++) {
 		/* Upcalls queued on CPU 1 by re-raises, at times. */
@@ -245,7 +245,7 @@ TEST_F(cpu, offline_online)
 		ASSERT_EQ(0, cpu_online(1, 0)) TH_LOG("offline, cycle %d", i);
 		usleep(2000);
 		ASSERT_EQ(0, cpu_online(1, 1)) TH_LOG("online, cycle %d", i);
-		uu_set_irq_cpu(self->irq, 1);
+		t_set_irq_cpu(self->irq, 1);
 	}
 	r.stop = 1;
 	pthread_join(r.t, NULL);

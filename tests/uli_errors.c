@@ -8,12 +8,14 @@
  * refusal the line has no new action, the device's DisINTx bit is as it
  * was, and the same file still registers.
  */
+#include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <linux/uli.h>
 
-#include "proc_util.h"
-#include "uli_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 #define STACK_SIZE	(64 * 1024)
 
@@ -67,7 +69,7 @@ static int reg(int fd, const struct uli_register *r)
 /* Nothing of ours on the line, and the device's DisINTx as we left it. */
 static bool untouched(const struct edu *e, int intx_on)
 {
-	return !irq_has_action(e->irq, "uli") && edu_intx_enabled(e) == intx_on;
+	return !t_irq_has_action(e->irq, "uli") && edu_intx_enabled(e) == intx_on;
 }
 
 struct bad_field {
@@ -176,7 +178,7 @@ TEST_F(err, register_fields)
 
 	/* The same file still registers, and takes the device's INTx. */
 	EXPECT_EQ(0, reg(self->fd, &self->r));
-	EXPECT_TRUE(irq_has_action(self->e.irq, "uli"));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, "uli"));
 	EXPECT_EQ(1, edu_intx_enabled(&self->e));
 	/* Once. */
 	EXPECT_EQ(EBUSY, reg(self->fd, &self->r));
@@ -193,7 +195,7 @@ TEST_F(err, mmio_description_registers)
 	mmio_edu(&r);
 	ASSERT_EQ(0, edu_set_intx(&self->e, false));
 	EXPECT_EQ(0, reg(self->fd, &r));
-	EXPECT_TRUE(irq_has_action(self->e.irq, "uli"));
+	EXPECT_TRUE(t_irq_has_action(self->e.irq, "uli"));
 	EXPECT_EQ(1, edu_intx_enabled(&self->e));
 	EXPECT_EQ(EBUSY, reg(self->fd, &r));
 }
@@ -370,9 +372,9 @@ TEST_F(err, line_held)
 	struct uli_register r = self->r;
 	int pfd;
 
-	pfd = irq_open(self->e.irq, O_NONBLOCK);
+	pfd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, pfd) TH_LOG("/proc/irq/%d/irq: %s", self->e.irq, strerror(-pfd));
-	irq_read4(pfd);		/* claims the line, exclusively */
+	t_irq_read4(pfd);		/* claims the line, exclusively */
 	ASSERT_EQ(0, edu_set_intx(&self->e, true));
 	EXPECT_EQ(EBUSY, reg(self->fd, &r));
 	EXPECT_EQ(0, edu_intx_enabled(&self->e)) TH_LOG("INTx left on");
@@ -398,7 +400,7 @@ TEST_F(err, proc_claim_refused)
 	struct irq_user_dev d;
 	int pfd;
 
-	pfd = irq_open(self->e.irq, O_NONBLOCK);	/* open, not claimed */
+	pfd = t_irq_open(self->e.irq, O_NONBLOCK);	/* open, not claimed */
 	ASSERT_LE(0, pfd) TH_LOG("/proc/irq/%d/irq: %s", self->e.irq, strerror(-pfd));
 	r.source = ULI_SOURCE_IRQ;
 	r.irq = self->e.irq;
@@ -406,17 +408,17 @@ TEST_F(err, proc_claim_refused)
 	ASSERT_EQ(0, reg(self->fd, &r));
 	ASSERT_EQ(0, edu_set_intx(&self->e, true));
 	edu_describe_intx(&self->e, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(pfd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(pfd, &d));
 	EXPECT_EQ(0, edu_intx_enabled(&self->e)) TH_LOG("INTx left on");
 	ASSERT_EQ(0, edu_set_intx(&self->e, true));
 	edu_describe_mmio(&self->e, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(pfd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(pfd, &d));
 	EXPECT_EQ(0, edu_intx_enabled(&self->e)) TH_LOG("INTx left on");
-	EXPECT_FALSE(irq_has_action(self->e.irq, irq_user_name()));
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, t_irq_user_name()));
 	/* The line free again: the same file claims it, and turns INTx on. */
 	close(self->fd);
 	self->fd = -1;
-	ASSERT_EQ(0, irq_set_device(pfd, &d));
+	ASSERT_EQ(0, t_irq_set_device(pfd, &d));
 	EXPECT_EQ(1, edu_intx_enabled(&self->e));
 	close(pfd);
 }
@@ -430,10 +432,10 @@ TEST_F(err, no_rawio_eperm)
 
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		if (caps_get(d))
+		if (t_caps_get(d))
 			_exit(100);
-		cap_clear(d, CAP_SYS_RAWIO);
-		if (caps_set(d))
+		t_cap_clear(d, CAP_SYS_RAWIO);
+		if (t_caps_set(d))
 			_exit(101);
 		fd = open("/dev/uli", O_RDWR);
 		_exit(fd < 0 ? errno : 0);
@@ -458,10 +460,10 @@ TEST_F(err, share_needs_rawio)
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		if (caps_get(d))
+		if (t_caps_get(d))
 			_exit(100);
-		cap_clear(d, CAP_SYS_RAWIO);
-		if (caps_set(d))
+		t_cap_clear(d, CAP_SYS_RAWIO);
+		if (t_caps_set(d))
 			_exit(101);
 		_exit(ioctl(self->fd, ULI_IOC_SET_SHARE, &share) ? errno : 0);
 	}
@@ -496,7 +498,7 @@ TEST_F(err, libuli_bad_stack)
 	errno = 0;
 	EXPECT_EQ(NULL, ULI_register_pci(self->e.bdf, handler, NULL, 0, stack, STACK_SIZE, ULI_INTX));
 	EXPECT_EQ(EFAULT, errno);
-	EXPECT_FALSE(irq_has_action(self->e.irq, "uli"));
+	EXPECT_FALSE(t_irq_has_action(self->e.irq, "uli"));
 }
 
 TEST_F(err, libuli_args_before_device)
@@ -505,13 +507,13 @@ TEST_F(err, libuli_args_before_device)
 
 	/* sysfs "enable" shows the enable count: a refused call leaves it. */
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/enable", self->e.bdf);
-	ASSERT_LT(0, pu_read_file(path, before, sizeof(before)));
+	ASSERT_LT(0, t_read_file(path, before, sizeof(before)));
 	errno = 0;
 	EXPECT_EQ(NULL, ULI_register_pci(self->e.bdf, NULL, NULL, 0, NULL, 0, ULI_INTX));
 	EXPECT_EQ(EINVAL, errno);
 	EXPECT_EQ(NULL, ULI_register_pci(self->e.bdf, handler, NULL, -1, NULL, 0, ULI_INTX));
 	EXPECT_EQ(EINVAL, errno);
-	ASSERT_LT(0, pu_read_file(path, after, sizeof(after)));
+	ASSERT_LT(0, t_read_file(path, after, sizeof(after)));
 	EXPECT_STREQ(before, after);
 }
 

@@ -53,6 +53,7 @@
  * what a line looks like when its handlers
  * keep answering IRQ_NONE; ULI_FUZZ_TRACEOFF=1 also stops a trace.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -65,21 +66,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 #include <linux/irq_user.h>
 #include <linux/uli.h>
 
-/* proc_util.h brings the kselftest harness along, unused here. */
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "proc_util.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 #define MAX_WORKERS	6
 #define NDEV		3
@@ -328,7 +326,7 @@ static bool dev_claimed(int i)
 	char path[96], buf[32];
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", devs[i].bdf);
-	return pu_read_file(path, buf, sizeof(buf)) > 0 && strcmp(buf, "(null)\n");
+	return t_read_file(path, buf, sizeof(buf)) > 0 && strcmp(buf, "(null)\n");
 }
 
 /* Device i's MSI was seen on during its present claim (this process's view). */
@@ -411,7 +409,7 @@ static void odd_desc_done(int d, bool accepted)
 		if (d >= 0 && i != d)
 			continue;
 		if (accepted)
-			atomic_store(&sh->odd_claim[i], uu_now_ns());
+			atomic_store(&sh->odd_claim[i], t_now_ns());
 		atomic_compare_exchange_strong(&sh->odd_trying[i], &me, 0);
 	}
 }
@@ -443,7 +441,7 @@ static bool odd_desc(int i, bool claimed)
  *   shut down (the kernel leaves the pin masked and edge-triggered, and
  *   QEMU ignores a falling input on an edge pin), and the line's next
  *   user gets a storm of interrupts no device raised ("irq 10: nobody
- *   cared"; proc_util.h's pu_line_flush() exists for the same reason).
+ *   cared"; the helpers' t_line_flush() exists for the same reason).
  *   An exclusive claim of the line (an undescribed /proc reader,
  *   ULI_SOURCE_IRQ) knows no device to quiet when it ends, so a device
  *   raised for it and acknowledged after its end leaves that latch.
@@ -477,8 +475,8 @@ static bool may_raise(int i)
 		return false;
 	}
 	if (!claim_seen_ns[i])
-		claim_seen_ns[i] = uu_now_ns();
-	if (uu_now_ns() - claim_seen_ns[i] < CLAIM_SETTLE_NS)
+		claim_seen_ns[i] = t_now_ns();
+	if (t_now_ns() - claim_seen_ns[i] < CLAIM_SETTLE_NS)
 		return false;
 	return dev_live(i);
 }
@@ -632,8 +630,8 @@ static void fz_handler(void *arg)
 		if (h->ack_first)
 			h_ack(h);
 		if (h->proc) {
-			t0 = uu_rdtsc();
-			while (uu_rdtsc() - t0 < h->spin)
+			t0 = t_rdtsc();
+			while (t_rdtsc() - t0 < h->spin)
 				;
 			break;
 		}
@@ -714,7 +712,7 @@ static void op_register(void)
 		goto out;
 
 	/* The source. */
-	flags = chance(40) ? ULI_INTX : chance(30) ? UU_MMIO : chance(64) ? ULI_MSI :
+	flags = chance(40) ? ULI_INTX : chance(30) ? T_MMIO : chance(64) ? ULI_MSI :
 		(int)odd_value();
 	if (skip_msi && flags == ULI_MSI)
 		flags = ULI_INTX;
@@ -771,7 +769,7 @@ static void op_register(void)
 	if (!pci && s->h.kind == H_RERAISE)
 		s->h.kind = H_NORMAL;
 
-	if (pci && flags == UU_MMIO)
+	if (pci && flags == T_MMIO)
 		uli = ULI_register_mmio(bdf, &edu_uli_regs, fz_handler, &s->h, nsemas,
 					stack, stacksize);
 	else if (pci)
@@ -1894,16 +1892,16 @@ static void describe_proc(pid_t pid)
 	long n;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	n = pu_read_file(path, buf, sizeof(buf));
+	n = t_read_file(path, buf, sizeof(buf));
 	if (n <= 0)
 		return;
 	buf[strcspn(buf, "\n")] = 0;
 	snprintf(path, sizeof(path), "/proc/%d/wchan", pid);
-	pu_read_file(path, wchan, sizeof(wchan));
+	t_read_file(path, wchan, sizeof(wchan));
 	printf("  pid %d: %.120s wchan %s syscall %ld\n", pid, buf, wchan,
-	       pu_thread_syscall(pid));
+	       t_thread_syscall(pid));
 	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
-	if (pu_read_file(path, buf, sizeof(buf)) > 0)
+	if (t_read_file(path, buf, sizeof(buf)) > 0)
 		printf("%s", buf);
 }
 
@@ -1920,7 +1918,7 @@ static int children(pid_t *out, int max)
 		if (d->d_name[0] < '0' || d->d_name[0] > '9')
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/stat", d->d_name);
-		if (pu_read_file(path, buf, sizeof(buf)) <= 0)
+		if (t_read_file(path, buf, sizeof(buf)) <= 0)
 			continue;
 		p = strrchr(buf, ')');
 		if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == self)
@@ -1935,7 +1933,7 @@ static void sysrq(char c)
 {
 	char s[2] = { c, 0 };
 
-	uu_write_file("/proc/sysrq-trigger", s);
+	t_write_file("/proc/sysrq-trigger", s);
 }
 
 /* Reap whatever ended: workers, the storm, orphans. */
@@ -1973,7 +1971,7 @@ static void reap(void)
 /* Kill everything of ours and reap it; false if something cannot die. */
 static bool kill_all(void)
 {
-	uint64_t t0 = uu_now_ns();
+	uint64_t t0 = t_now_ns();
 	pid_t kids[256];
 	int n, i;
 
@@ -1987,7 +1985,7 @@ static bool kill_all(void)
 		reap();
 		if (!n)
 			break;
-		if (uu_now_ns() - t0 > KILL_GRACE_S * 1000000000ull) {
+		if (t_now_ns() - t0 > KILL_GRACE_S * 1000000000ull) {
 			FAIL("%d process(es) still there %d s after SIGKILL", n, KILL_GRACE_S);
 			for (i = 0; i < n; i++)
 				describe_proc(kids[i]);
@@ -2009,7 +2007,7 @@ static void print_stats(const char *when, uint64_t t0)
 	int i;
 
 	printf("%s: %llu ops in %.1f s, %llu workers; exits ok %llu, code %llu, by signal:",
-	       when, (unsigned long long)atomic_load(&sh->ops), (uu_now_ns() - t0) / 1e9,
+	       when, (unsigned long long)atomic_load(&sh->ops), (t_now_ns() - t0) / 1e9,
 	       (unsigned long long)spawned, (unsigned long long)exits_ok,
 	       (unsigned long long)exits_code);
 	for (i = 1; i < 65; i++)
@@ -2049,7 +2047,7 @@ static void spurious_watch(void)
 	int l, i;
 
 	for (l = 0; l < 2; l++) {
-		if (irq_spurious(lines[l], &cnt, &unh))
+		if (t_irq_spurious(lines[l], &cnt, &unh))
 			continue;
 		if (unh < 1000)
 			dumped[l] = false;
@@ -2057,25 +2055,25 @@ static void spurious_watch(void)
 			continue;
 		dumped[l] = true;
 		act[0] = 0;
-		irq_stat(lines[l], &total, act, sizeof(act));
+		t_irq_stat(lines[l], &total, act, sizeof(act));
 		printf("diag: line %d: %u unhandled (count %u), actions \"%s\"\n",
 		       lines[l], unh, cnt, act);
 		snprintf(buf, sizeof(buf), "uli_fuzz: diag: line %d %u unhandled\n", lines[l], unh);
-		uu_write_file("/dev/kmsg", buf);
+		t_write_file("/dev/kmsg", buf);
 		/*
 		 * QEMU's IO-APIC state (its IRR: a level latched on a pin
 		 * while nothing asserts it) in qemu/run's monitor.log.
 		 */
-		uu_write_file("/dev/ttyS2", "ULI-MON info pic\n");
+		t_write_file("/dev/ttyS2", "ULI-MON info pic\n");
 		/* A trace set up around the run (see the report) stops here. */
 		if (getenv("ULI_FUZZ_TRACEOFF"))
-			uu_write_file("/sys/kernel/tracing/tracing_on", "0");
+			t_write_file("/sys/kernel/tracing/tracing_on", "0");
 		for (i = 0; i < NDEV; i++) {
 			char ovr[32] = "";
 
 			snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override",
 				 pdevs[i].bdf);
-			pu_read_file(path, ovr, sizeof(ovr));
+			t_read_file(path, ovr, sizeof(ovr));
 			ovr[strcspn(ovr, "\n")] = 0;
 			printf("diag:   %s irq %d status 0x%x IntStat %d INTx %s override %s\n",
 			       pdevs[i].bdf, pdevs[i].irq,
@@ -2083,13 +2081,13 @@ static void spurious_watch(void)
 			       edu_intx_pending(&pdevs[i]),
 			       edu_intx_enabled(&pdevs[i]) == 1 ? "enabled" : "disabled", ovr);
 		}
-		if (pu_read_file("/sys/kernel/debug/uli", buf, sizeof(buf)) > 0)
+		if (t_read_file("/sys/kernel/debug/uli", buf, sizeof(buf)) > 0)
 			printf("diag: /sys/kernel/debug/uli:\n%s", buf);
-		snprintf(path, sizeof(path), DEBUGFS_IRQS "/%d", lines[l]);
-		if (pu_read_file(path, buf, sizeof(buf)) > 0)
+		snprintf(path, sizeof(path), T_DEBUGFS_IRQS "/%d", lines[l]);
+		if (t_read_file(path, buf, sizeof(buf)) > 0)
 			printf("diag: %s:\n%s", path, buf);
 		for (i = 0; i < 2; i++) {
-			irq_spurious(lines[l], &cnt, &unh);
+			t_irq_spurious(lines[l], &cnt, &unh);
 			printf("diag: +%d ms: count %u unhandled %u, edu@%d IntStat %d INTx %s\n",
 			       i * 20, cnt, unh, dev_slots[lines[l] == 10 ? 2 : 0],
 			       edu_intx_pending(&pdevs[lines[l] == 10 ? 2 : 0]),
@@ -2143,7 +2141,7 @@ static void orphan_deadlines(uint64_t now)
 /* Run total operations with up to MAX_WORKERS workers, then kill all. */
 static bool run_phase(uint64_t total, const char *name)
 {
-	uint64_t t0 = uu_now_ns(), last_ops = 0, last_change = t0, next_print;
+	uint64_t t0 = t_now_ns(), last_ops = 0, last_change = t0, next_print;
 	uint64_t last_orphans = t0;
 	uint64_t step = total / 10 ? total / 10 : 1;
 	int i;
@@ -2162,7 +2160,7 @@ static bool run_phase(uint64_t total, const char *name)
 	pgid = storm_pid;
 
 	while (atomic_load(&sh->ops) < total) {
-		uint64_t now = uu_now_ns(), ops = atomic_load(&sh->ops);
+		uint64_t now = t_now_ns(), ops = atomic_load(&sh->ops);
 
 		reap();
 		spurious_watch();
@@ -2259,7 +2257,7 @@ static void check_clean(const char *when)
 	if (n)
 		FAIL("%s: /sys/kernel/debug/uli lists %d registration(s)", when, n);
 	for (i = 0; i < 2; i++) {
-		if (irq_stat(irqs[i], &total, act, sizeof(act)))
+		if (t_irq_stat(irqs[i], &total, act, sizeof(act)))
 			continue;
 		if (strstr(act, "uli") || strstr(act, "user:"))
 			FAIL("%s: /proc/interrupts line %d still has \"%s\"", when, irqs[i], act);
@@ -2270,7 +2268,7 @@ static void check_clean(const char *when)
 		snprintf(bdf, sizeof(bdf), "0000:00:%02x.0", dev_slots[i]);
 		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", bdf);
 		buf[0] = 0;
-		if (pu_read_file(path, buf, sizeof(buf)) < 0 || strcmp(buf, "(null)\n"))
+		if (t_read_file(path, buf, sizeof(buf)) < 0 || strcmp(buf, "(null)\n"))
 			FAIL("%s: %s driver_override is \"%.*s\"", when, bdf,
 			     (int)strcspn(buf, "\n"), buf);
 		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver", bdf);
@@ -2302,9 +2300,9 @@ static void check_devices(void)
 		 */
 		ret = edu_open_clean(&final_e, dev_slots[i]);
 		if (!ret)
-			ret = pu_line_flush(&final_e);
+			ret = t_line_flush(&final_e);
 		if (ret) {
-			FAIL("edu@%d: edu_open_clean/pu_line_flush: %s", dev_slots[i], strerror(-ret));
+			FAIL("edu@%d: edu_open_clean/t_line_flush: %s", dev_slots[i], strerror(-ret));
 			edu_close(&final_e);
 			continue;
 		}
@@ -2321,7 +2319,7 @@ static void check_devices(void)
 		 */
 		for (r = 1; r <= 20; r++) {
 			edu_raise(&final_e, 1);
-			if (!uu_wait_count(&final_calls, r, 5000))
+			if (!t_wait_count(&final_calls, r, 5000))
 				break;
 		}
 		if (r <= 20)
@@ -2369,7 +2367,7 @@ int main(int argc, char **argv)
 		total = strtoull(v, NULL, 0);
 	else if ((v = getenv("ULI_TEST_N")))
 		total = strtoull(v, NULL, 0) * 3 / 5;
-	seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ uu_rdtsc();
+	seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ t_rdtsc();
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--ops") && i + 1 < argc)
 			total = strtoull(argv[++i], NULL, 0);
@@ -2401,7 +2399,7 @@ int main(int argc, char **argv)
 	/* In the kernel log too: a panic leaves no other trace of it. */
 	snprintf(kmsg, sizeof(kmsg), "uli_fuzz: seed 0x%llx ops %llu%s\n",
 		 (unsigned long long)seed, (unsigned long long)total, opts);
-	uu_write_file("/dev/kmsg", kmsg);
+	t_write_file("/dev/kmsg", kmsg);
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED) {
@@ -2411,7 +2409,7 @@ int main(int argc, char **argv)
 	/* Orphans (children of killed workers) come back to us. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	signal(SIGPIPE, SIG_IGN);
-	tsc_per_us = uu_tsc_per_ms() / 1000;
+	tsc_per_us = t_tsc_per_ms() / 1000;
 
 	/* Start from quiet devices, bound to nothing. */
 	for (i = 0; i < NDEV; i++) {
@@ -2432,22 +2430,22 @@ int main(int argc, char **argv)
 	 * Warm-up: the same fuzzing, so that the slab caches and per-CPU
 	 * lists the run needs are there before the baseline.
 	 */
-	t0 = uu_now_ns();
+	t0 = t_now_ns();
 	warm = total / 20 < 100 ? 100 : total / 20 > 5000 ? 5000 : total / 20;
 	if (!run_phase(warm, "warm-up"))
 		goto out;
 	sleep(1);
 	check_clean("after the warm-up");
-	free0 = uu_meminfo_kb("MemFree");
-	slab0 = uu_meminfo_kb("Slab");
+	free0 = t_meminfo_kb("MemFree");
+	slab0 = t_meminfo_kb("Slab");
 	regs0 = registered();
 
 	if (!run_phase(total > warm + 100 ? total - warm : 100, "fuzz"))
 		goto out;
 	sleep(1);
 	check_clean("at the end");
-	free1 = uu_meminfo_kb("MemFree");
-	slab1 = uu_meminfo_kb("Slab");
+	free1 = t_meminfo_kb("MemFree");
+	slab1 = t_meminfo_kb("Slab");
 
 	/*
 	 * uli_teardown's bounds hold for 1,000 registrations: MemFree moves
@@ -2480,6 +2478,6 @@ int main(int argc, char **argv)
 out:
 	printf("uli_fuzz: %s, %d failure(s), seed 0x%llx, %.1f s\n",
 	       failures ? "FAIL" : "PASS", failures, (unsigned long long)seed,
-	       (uu_now_ns() - t0) / 1e9);
+	       (t_now_ns() - t0) / 1e9);
 	return failures ? 1 : 0;
 }

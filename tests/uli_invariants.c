@@ -21,16 +21,17 @@
  */
 #include <pthread.h>
 #include <setjmp.h>
-#include <linux/perf_event.h>
 #include <sys/io.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <linux/perf_event.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
-#define N_RAISES	uu_test_n(20)
+#define N_RAISES	t_test_n(20)
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -67,15 +68,15 @@ static volatile uint32_t pkru_seen;
 static volatile uint32_t *volatile page;
 static volatile uint32_t page_seen;
 
-/* TSC ticks of 100 us; uu_tsc_per_ms() makes system calls, a handler may not. */
+/* TSC ticks of 100 us; t_tsc_per_ms() makes system calls, a handler may not. */
 static uint64_t spin_ticks;
 
 /* Where a handler spends its time in SPIN: samples there are its. */
 static __attribute__((noinline, aligned(64))) void handler_spin(void)
 {
-	uint64_t end = uu_rdtsc() + spin_ticks;
+	uint64_t end = t_rdtsc() + spin_ticks;
 
-	while (uu_rdtsc() < end)
+	while (t_rdtsc() < end)
 		__asm__ volatile ("" ::: "memory");
 }
 
@@ -87,7 +88,7 @@ static void handler(void *arg)
 	handled++;
 	switch (what) {
 	case TSC:
-		tsc_seen = uu_rdtsc();
+		tsc_seen = t_rdtsc();
 		break;
 	case PKRU:
 		pkru_seen = rdpkru();
@@ -116,7 +117,7 @@ static void *setup(struct __test_metadata *_metadata, int *cpu)
 	void *uli;
 	int irq;
 
-	if (uu_ncpus() < 2)
+	if (t_ncpus() < 2)
 		SKIP(return NULL, "needs a second CPU for the neighbour");
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C)) return NULL;
 	edu_ack(&e, ~0u);
@@ -130,8 +131,8 @@ static void *setup(struct __test_metadata *_metadata, int *cpu)
 	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull)) return NULL;
 	irq = ULI_irq(uli);
 	*cpu = 1;
-	ASSERT_EQ(0, uu_set_irq_cpu(irq, *cpu)) return NULL;
-	ASSERT_EQ(0, uu_pin(0)) return NULL;
+	ASSERT_EQ(0, t_set_irq_cpu(irq, *cpu)) return NULL;
+	ASSERT_EQ(0, t_pin(0)) return NULL;
 	sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, sh) return NULL;
 	memset((void *)sh, 0, sizeof(*sh));
@@ -142,7 +143,7 @@ static void *setup(struct __test_metadata *_metadata, int *cpu)
 static uint64_t raise_n(uint64_t n)
 {
 	/* Generous: a loaded host can stall a vCPU for seconds. */
-	return uu_raise_each(&e, &handled, n, 10000);
+	return t_raise_each(&e, &handled, n, 10000);
 }
 
 static void wait_ready(void)
@@ -165,7 +166,7 @@ static int with_neighbour(void *uli, int cpu, enum what w, void (*fn)(void),
 	int ret;
 
 	what = w;
-	pid = uu_spawn(cpu, fn);
+	pid = t_spawn(cpu, fn);
 	wait_ready();
 	*done = raise_n(n);
 	usleep(50000);
@@ -196,7 +197,7 @@ static void tsc_neighbour(void)
 		sh->iterations++;
 	signal(SIGSEGV, on_segv);
 	if (sigsetjmp(jb, 1) == 0) {
-		uu_rdtsc();
+		t_rdtsc();
 		sh->bad = 1;		/* RDTSC worked: TSD lost */
 	}
 	_exit(0);
@@ -249,7 +250,7 @@ TEST(pkru_of_neighbour)
 	int cpu, status;
 	void *uli;
 
-	if (!uu_cpuinfo_has("flags", "ospke"))
+	if (!t_cpuinfo_has("flags", "ospke"))
 		SKIP(return, "no protection keys (ospke) in this guest");
 	uli = setup(_metadata, &cpu);
 	if (!uli)
@@ -307,7 +308,7 @@ static volatile int sleeper_state;
 /* On the line's CPU: touch the page, then sleep, leaving it idle lazily. */
 static void *toucher(void *arg)
 {
-	uu_pin(*(int *)arg);
+	t_pin(*(int *)arg);
 	(void)*page;
 	sleeper_state = 1;
 	while (sleeper_state != 2)
@@ -505,7 +506,7 @@ TEST(perf_of_neighbour)
 
 	if (!uli)
 		return;
-	spin_ticks = uu_tsc_per_ms() / 10;
+	spin_ticks = t_tsc_per_ms() / 10;
 	ASSERT_EQ(0, with_neighbour(uli, cpu, SPIN, perf_neighbour, n, &done, &st, &status));
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
 		SKIP(return, "perf_event_open: %s", strerror((int)(sh->bad >> 32)));

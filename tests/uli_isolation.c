@@ -12,10 +12,10 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 /* ULI_TEST_N overrides, for quick runs by hand. */
-#define N_RAISES uu_test_n(1)
+#define N_RAISES t_test_n(1)
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -151,10 +151,10 @@ static void *raiser(void *arg)
 {
 	uint64_t i;
 
-	uu_pin((int)(long)arg);
+	t_pin((int)(long)arg);
 	for (i = 0; i < N_RAISES; i++) {
 		edu_raise(&e, 1);
-		if (!uu_wait_count(&handled, i + 1, 2000))
+		if (!t_wait_count(&handled, i + 1, 2000))
 			break;
 	}
 	raise_done = 1;
@@ -181,7 +181,7 @@ TEST_F_TIMEOUT(uli, foreign_process_untouched, 600)
 	int target;
 	void *uli;
 
-	if (uu_ncpus() < 2)
+	if (t_ncpus() < 2)
 		SKIP(return, "needs 2 CPUs: one for the foreign process alone");
 	sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, sh);
@@ -193,8 +193,8 @@ TEST_F_TIMEOUT(uli, foreign_process_untouched, 600)
 	if (strcmp(ULI_mode(uli), "upcall"))
 		SKIP(return, "isolation is a property of the upcall");
 
-	target = uu_irq_cpu(e.irq);
-	child = uu_spawn(target, foreign);
+	target = t_irq_cpu(e.irq);
+	child = t_spawn(target, foreign);
 	/* After fork our pages are copy-on-write: write what the handler writes. */
 	owner_word = 0;
 	handled = 0;
@@ -208,13 +208,13 @@ TEST_F_TIMEOUT(uli, foreign_process_untouched, 600)
 
 	signal(SIGUSR1, on_usr1);
 	main_tid = gettid();
-	main_before = uu_ctxt_switches(getpid(), main_tid);
-	child_before = uu_ctxt_switches(child, 0);
-	ASSERT_EQ(0, pthread_create(&thr, NULL, raiser, (void *)(long)((target + 1) % uu_ncpus())));
+	main_before = t_ctxt_switches(getpid(), main_tid);
+	child_before = t_ctxt_switches(child, 0);
+	ASSERT_EQ(0, pthread_create(&thr, NULL, raiser, (void *)(long)((target + 1) % t_ncpus())));
 	while (!raise_done)
 		pause();
-	main_after = uu_ctxt_switches(getpid(), main_tid);
-	child_after = uu_ctxt_switches(child, 0);
+	main_after = t_ctxt_switches(getpid(), main_tid);
+	child_after = t_ctxt_switches(child, 0);
 	pthread_join(thr, NULL);
 	iters = sh->iterations;
 	usleep(20000);
@@ -243,7 +243,7 @@ TEST_F_TIMEOUT(uli, foreign_process_untouched, 600)
 	 */
 	EXPECT_LE(main_after - main_before, 10 + N_RAISES / 500);
 	EXPECT_LE(child_after - child_before, 200);
-	uu_stop(child);
+	t_stop(child);
 	EXPECT_EQ(0, ULI_destroy(uli));
 	edu_close(&e);
 }

@@ -14,16 +14,19 @@
  * has one owner among ULI, the /proc method and kernel drivers; the
  * registering thread may exit, the handler has TLS of its own.
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <linux/uli.h>
 
-#include "proc_util.h"
-#include "uli_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 /* The argument that makes the program the exec'd half of exec_ends_registration. */
 #define EXEC_ARG	"--uli-exec-child"
@@ -64,7 +67,7 @@ static uint64_t raise_n(uint64_t n)
 
 	for (i = 0; i < n; i++) {
 		edu_raise(&e, 1);
-		if (!uu_wait_count(&handled, base + i + 1, 2000))
+		if (!t_wait_count(&handled, base + i + 1, 2000))
 			break;
 	}
 	return i;
@@ -73,13 +76,13 @@ static uint64_t raise_n(uint64_t n)
 /* Read len bytes within ms: 0, or -1 (timeout, EOF, error). */
 static int read_timeout(int fd, void *buf, size_t len, int ms)
 {
-	uint64_t end = uu_now_ns() + (uint64_t)ms * 1000000u;
+	uint64_t end = t_now_ns() + (uint64_t)ms * 1000000u;
 	size_t got = 0;
 	ssize_t n;
 
 	while (got < len) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left = (int64_t)(end - uu_now_ns()) / 1000000;
+		int64_t left = (int64_t)(end - t_now_ns()) / 1000000;
 
 		if (left < 0 || poll(&p, 1, (int)left) != 1)
 			return -1;
@@ -99,10 +102,10 @@ static int exit_code(int status)
 /* A child's exit code after waiting up to ms for it (killed then), or -SIGKILL. */
 static int wait_child(pid_t pid, int ms)
 {
-	uint64_t end = uu_now_ns() + (uint64_t)ms * 1000000u;
+	uint64_t end = t_now_ns() + (uint64_t)ms * 1000000u;
 	int status;
 
-	while (uu_now_ns() < end) {
+	while (t_now_ns() < end) {
 		if (waitpid(pid, &status, WNOHANG) == pid)
 			return exit_code(status);
 		usleep(1000);
@@ -169,7 +172,7 @@ static void *anon(size_t len, int prot)
 static int cap_effective(int cap, bool on)
 {
 	struct __user_cap_data_struct d[2];
-	int ret = caps_get(d);
+	int ret = t_caps_get(d);
 
 	if (ret)
 		return ret;
@@ -177,7 +180,7 @@ static int cap_effective(int cap, bool on)
 		d[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
 	else
 		d[CAP_TO_INDEX(cap)].effective &= ~CAP_TO_MASK(cap);
-	return caps_set(d);
+	return t_caps_set(d);
 }
 
 FIXTURE(lc) {};
@@ -196,7 +199,7 @@ FIXTURE_TEARDOWN(lc)
 
 /* --- fork_then_handler_writes ------------------------------------------- */
 
-#define N_FORK		uu_test_n(20)
+#define N_FORK		t_test_n(20)
 #define HEAP_PAGES	16
 
 static __thread uint64_t t_calls;		/* .tbss */
@@ -319,7 +322,7 @@ TEST_F_TIMEOUT(lc, child_inherits_nothing, 300)
 		usleep(50000);
 		if (handled != mine)
 			bad |= 2;
-		if (uu_upcall_mode() && (ULI_pin(the_uli, &mine, sizeof(mine)) != -1 || errno != EPERM))
+		if (t_upcall_mode() && (ULI_pin(the_uli, &mine, sizeof(mine)) != -1 || errno != EPERM))
 			bad |= 4;
 		if (ULI_destroy(the_uli))
 			bad |= 8;
@@ -328,7 +331,7 @@ TEST_F_TIMEOUT(lc, child_inherits_nothing, 300)
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_EQ(0, exit_code(status))
 		TH_LOG("child: 1 not acked, 2 its counter moved, 4 pinned, 8 destroy failed");
-	EXPECT_TRUE(uu_wait_count(&handled, k, 2000));
+	EXPECT_TRUE(t_wait_count(&handled, k, 2000));
 	EXPECT_EQ(k, handled);
 
 	EXPECT_EQ(m, raise_n(m));
@@ -366,7 +369,7 @@ static int exec_child(int argc, char **argv)
 	if (!uli)
 		return errno == EBUSY ? 23 : 24;
 	edu_raise(&e, 1);
-	if (!uu_wait_count(&handled, 1, 5000))
+	if (!t_wait_count(&handled, 1, 5000))
 		return 25;
 	return 0;	/* the exit ends this one */
 }
@@ -395,7 +398,7 @@ static const char *exec_why(int code)
  */
 TEST_F_TIMEOUT(lc, exec_ends_registration, 1200)
 {
-	uint64_t n = uu_test_n(100) > 50 ? uu_test_n(100) : 50, warm = 10, i;
+	uint64_t n = t_test_n(100) > 50 ? t_test_n(100) : 50, warm = 10, i;
 	long free0 = 0, slab0 = 0, free1, slab1;
 	int code = 0, status, regs, of;
 	pid_t *pids, pid;
@@ -416,10 +419,10 @@ TEST_F_TIMEOUT(lc, exec_ends_registration, 1200)
 				_exit(10);
 			/* 5 s: a loaded host stalls a TCG vCPU for seconds at times. */
 			edu_raise(&e, 1);
-			if (!uu_wait_count(&handled, 1, 5000))
+			if (!t_wait_count(&handled, 1, 5000))
 				_exit(11);
 			/* Upcall: kept open, so that only the exec can end it. */
-			fd = uu_uli_fd();
+			fd = t_uli_fd();
 			if (fd >= 0)
 				fcntl(fd, F_SETFD, 0);
 			snprintf(fdarg, sizeof(fdarg), "%d", fd);
@@ -432,19 +435,19 @@ TEST_F_TIMEOUT(lc, exec_ends_registration, 1200)
 		if (code)
 			break;
 		if (i + 1 == warm) {
-			free0 = uu_meminfo_kb("MemFree");
-			slab0 = uu_meminfo_kb("Slab");
+			free0 = t_meminfo_kb("MemFree");
+			slab0 = t_meminfo_kb("Slab");
 		}
 	}
 	ASSERT_EQ(0, code) TH_LOG("rep %llu: code %d: %s", (unsigned long long)i, code, exec_why(code));
 	regs = debugfs_regs(pids, (int)(n + warm), &of);
-	if (uu_upcall_mode()) {
+	if (t_upcall_mode()) {
 		ASSERT_LE(0, regs) TH_LOG("no /sys/kernel/debug/uli");
 		EXPECT_EQ(0, of);
 		EXPECT_EQ(0, regs);
 	}
-	free1 = uu_meminfo_kb("MemFree");
-	slab1 = uu_meminfo_kb("Slab");
+	free1 = t_meminfo_kb("MemFree");
+	slab1 = t_meminfo_kb("Slab");
 	TH_LOG("%llu exec'd owners: MemFree %+ld kB, Slab %+ld kB",
 	       (unsigned long long)n, free1 - free0, slab1 - slab0);
 	/*
@@ -510,7 +513,7 @@ static void end_sharer(void *uli, int fd, unsigned int k, int res)
 	}
 	if (!ret)
 		ret = ULI_sleep(uli, 1);
-	r.t_ns = uu_now_ns();
+	r.t_ns = t_now_ns();
 	r.ret = ret;
 	r.err = ret ? errno : 0;
 	if (ret && errno != ENODEV)
@@ -537,7 +540,7 @@ static void end_owner(enum end_how how, unsigned int rep, int ctl, int res)
 	the_uli = uli;
 	/* Not the budget's test: a host stall must not end the owner (SIGXCPU). */
 	ULI_set_budget(uli, 1000000000ull);
-	fd = uu_uli_fd();
+	fd = t_uli_fd();
 	pid = fork();
 	if (pid == 0)
 		end_sharer(uli, fd, (rep * 37) % 101, res);	/* no PDEATHSIG: it outlives us */
@@ -546,15 +549,15 @@ static void end_owner(enum end_how how, unsigned int rep, int ctl, int res)
 		_exit(write(ctl, &m, sizeof(m)) == sizeof(m) ? 1 : 2);
 	}
 	/* Interrupts for a while that varies: the end lands anywhere. */
-	until = uu_now_ns() + (rep % 7) * 300000u;
+	until = t_now_ns() + (rep % 7) * 300000u;
 	do {
 		edu_raise(&e, 1);
 		usleep(50);
-	} while (uu_now_ns() < until);
+	} while (t_now_ns() < until);
 	m.sharer = pid;
 	switch (how) {
 	case END_DESTROY:
-		m.t_end = uu_now_ns();
+		m.t_end = t_now_ns();
 		if (ULI_destroy(uli))
 			m.code = 5;
 		if (write(ctl, &m, sizeof(m)) != sizeof(m))
@@ -562,7 +565,7 @@ static void end_owner(enum end_how how, unsigned int rep, int ctl, int res)
 		waitpid(pid, NULL, 0);
 		_exit(0);
 	case END_EXIT:
-		m.t_end = uu_now_ns();
+		m.t_end = t_now_ns();
 		if (write(ctl, &m, sizeof(m)) != sizeof(m))
 			_exit(2);
 		exit(0);
@@ -611,7 +614,7 @@ FIXTURE_TEARDOWN(end)
  */
 TEST_F_TIMEOUT(end, sharer_sleep_wakes_at_end, 900)
 {
-	uint64_t n = uu_test_n(333) > 30 ? uu_test_n(333) : 30, i, nlate = 0, nl = 0;
+	uint64_t n = t_test_n(333) > 30 ? t_test_n(333) : 30, i, nlate = 0, nl = 0;
 	int64_t late, max_late = 0, *lates;
 	const char *why = NULL;
 	struct owner_msg m = { 0 };
@@ -619,7 +622,7 @@ TEST_F_TIMEOUT(end, sharer_sleep_wakes_at_end, 900)
 	int ctl[2], res[2];
 	pid_t owner;
 
-	if (!uu_upcall_mode())
+	if (!t_upcall_mode())
 		SKIP(return, "the proc method's semaphores are the owner's memory");
 	ASSERT_EQ(0, prctl(PR_SET_CHILD_SUBREAPER, 1));
 	lates = calloc(n, sizeof(*lates));
@@ -643,7 +646,7 @@ TEST_F_TIMEOUT(end, sharer_sleep_wakes_at_end, 900)
 			why = "the owner failed";
 		} else {
 			if (variant->how == END_KILL) {
-				m.t_end = uu_now_ns();
+				m.t_end = t_now_ns();
 				kill(owner, SIGKILL);
 			}
 			if (read_timeout(res[0], &r, sizeof(r), 5000)) {
@@ -802,7 +805,7 @@ static void scm_receiver(int sock, int cmd, int rep)
 	r.step = 3;
 	r.sleep_ret = ioctl(fd, ULI_IOC_SLEEP, 0);
 	r.sleep_err = errno;
-	r.t_ns = uu_now_ns();
+	r.t_ns = t_now_ns();
 	if (ioctl(fd, ULI_IOC_WAKEUP, 0) != -1 || errno != ENODEV)
 		r.bad = 4, r.err = errno;
 	else if (ioctl(fd, ULI_IOC_BLOCK, 0) != -1 || errno != ENODEV)
@@ -830,7 +833,7 @@ TEST_F_TIMEOUT(lc, sharer_scm_rights, 300)
 	uint64_t t_end;
 	pid_t pid;
 
-	if (!uu_upcall_mode())
+	if (!t_upcall_mode())
 		SKIP(return, "no descriptor to pass under the proc method");
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
 		ASSERT_TRUE(errno == ENOSYS || errno == EAFNOSUPPORT)
@@ -851,7 +854,7 @@ TEST_F_TIMEOUT(lc, sharer_scm_rights, 300)
 		close(sv[1]);
 	the_uli = ULI_register_pci(e.bdf, post_handler, NULL, 2, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, the_uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
-	fd = uu_uli_fd();
+	fd = t_uli_fd();
 	ASSERT_LE(0, fd);
 	ASSERT_EQ(sizeof(fd), write(cmd[1], &fd, sizeof(fd)));
 	if (sv[0] >= 0)
@@ -863,8 +866,8 @@ TEST_F_TIMEOUT(lc, sharer_scm_rights, 300)
 	ASSERT_EQ(0, read_timeout(rep[0], &r, sizeof(r), 5000));
 	EXPECT_EQ(SCM_POSTS, r.took);
 
-	EXPECT_TRUE(pu_wait_blocked(pid, SYS_ioctl, 2000));
-	t_end = uu_now_ns();
+	EXPECT_TRUE(t_wait_blocked(pid, SYS_ioctl, 2000));
+	t_end = t_now_ns();
 	EXPECT_EQ(0, ULI_destroy(the_uli));
 	ASSERT_EQ(0, read_timeout(rep[0], &r, sizeof(r), 5000)) TH_LOG("the receiver's sleep did not end");
 	EXPECT_EQ(3, r.step);
@@ -918,7 +921,7 @@ TEST_F(lc, privilege_at_use)
 		fd = open("/dev/uli", O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			_exit(1);
-		pfd = irq_open(e.irq, O_NONBLOCK);
+		pfd = t_irq_open(e.irq, O_NONBLOCK);
 		if (pfd < 0)
 			_exit(2);
 		if (cap_effective(CAP_SYS_RAWIO, false))
@@ -977,17 +980,17 @@ static int memlock_child(void)
 	long pin0;
 	int fd;
 
-	if (caps_get(d))
+	if (t_caps_get(d))
 		return 1;
-	cap_clear(d, CAP_IPC_LOCK);
-	if (caps_set(d) || getrlimit(RLIMIT_MEMLOCK, &rl))
+	t_cap_clear(d, CAP_IPC_LOCK);
+	if (t_caps_set(d) || getrlimit(RLIMIT_MEMLOCK, &rl))
 		return 1;
 	rl.rlim_cur = 64 * KB;
 	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 8 * MB)
 		rl.rlim_max = 8 * MB;	/* CAP_SYS_RESOURCE: root may */
 	if (setrlimit(RLIMIT_MEMLOCK, &rl))
 		return 1;
-	if (uu_status_kb(0, "VmPin") != 0)
+	if (t_status_kb(0, "VmPin") != 0)
 		return 2;
 	big = anon(16 * MB, PROT_READ | PROT_WRITE);
 	small = anon(16 * KB, PROT_READ | PROT_WRITE);
@@ -1001,32 +1004,32 @@ static int memlock_child(void)
 	raw_reg(&r, &e, big, 16 * MB);
 	if (fd < 0 || ioctl(fd, ULI_IOC_REGISTER, &r) != -1 || errno != ENOMEM)
 		return 4;
-	if (uu_status_kb(0, "VmPin") != 0)
+	if (t_status_kb(0, "VmPin") != 0)
 		return 5;
 	raw_reg(&r, &e, small, 16 * KB);
 	if (ioctl(fd, ULI_IOC_REGISTER, &r))
 		return 6;
-	pin0 = uu_status_kb(0, "VmPin");
+	pin0 = t_status_kb(0, "VmPin");
 	if (pin0 != 16)
 		return 7;
 	if (raw_pin(fd, buf, 32 * KB))
 		return 8;
-	if (uu_status_kb(0, "VmPin") != pin0 + 32)
+	if (t_status_kb(0, "VmPin") != pin0 + 32)
 		return 9;
 	if (raw_pin(fd, mib, MB) != ENOMEM)
 		return 10;
-	if (uu_status_kb(0, "VmPin") != pin0 + 32)
+	if (t_status_kb(0, "VmPin") != pin0 + 32)
 		return 11;
 	close(fd);
-	if (uu_status_kb(0, "VmPin") != 0)
+	if (t_status_kb(0, "VmPin") != 0)
 		return 12;
 
 	/* libuli: its pins (stack, data, TLS, handle) do not fit 64 KiB. */
 	uli = ULI_register_pci(e.bdf, count_handler, NULL, 0, NULL, 0, ULI_INTX);
-	if (uu_upcall_mode()) {
+	if (t_upcall_mode()) {
 		if (uli || errno != ENOMEM)
 			return 13;
-		if (uu_status_kb(0, "VmPin") != 0)
+		if (t_status_kb(0, "VmPin") != 0)
 			return 15;
 	} else {
 		if (!uli)
@@ -1044,17 +1047,17 @@ static int memlock_child(void)
 	uli = ULI_register_pci(e.bdf, count_handler, NULL, 0, NULL, 0, ULI_INTX);
 	if (!uli)
 		return 16;
-	if (uu_upcall_mode() && uu_status_kb(0, "VmPin") < 64 + 4 + 8 + 4)
+	if (t_upcall_mode() && t_status_kb(0, "VmPin") < 64 + 4 + 8 + 4)
 		return 21;
 	edu_raise(&e, 1);
-	if (!uu_wait_count(&handled, 1, 2000))
+	if (!t_wait_count(&handled, 1, 2000))
 		return 17;
 	if (ULI_pin(uli, buf, 32 * KB))
 		return 18;
 	if (ULI_pin(uli, big, 16 * MB) != -1 || errno != ENOMEM)
 		return 19;
 	ULI_destroy(uli);
-	if (uu_upcall_mode() && uu_status_kb(0, "VmPin") != 0)
+	if (t_upcall_mode() && t_status_kb(0, "VmPin") != 0)
 		return 20;
 	return 0;
 }
@@ -1104,19 +1107,19 @@ TEST_F(lc, pin_errors)
 	EXPECT_EQ(EINVAL, raw_pin(fd, many, 4096));	/* not registered */
 	raw_reg(&r, &e, stack, STACK_SIZE);
 	ASSERT_EQ(0, ioctl(fd, ULI_IOC_REGISTER, &r)) TH_LOG("REGISTER: %s", strerror(errno));
-	pin0 = uu_status_kb(0, "VmPin");
+	pin0 = t_status_kb(0, "VmPin");
 	EXPECT_EQ(EINVAL, raw_pin(fd, many, 0));
 	EXPECT_EQ(EINVAL, raw_pin(fd, (void *)(~0UL - 4095), 8192));
 	ASSERT_EQ(0, munmap(hole + 4096, 4096));
 	EXPECT_EQ(EFAULT, raw_pin(fd, hole, 3 * 4096));
 	EXPECT_EQ(EFAULT, raw_pin(fd, ro, 4096));
-	EXPECT_EQ(pin0, uu_status_kb(0, "VmPin"));
+	EXPECT_EQ(pin0, t_status_kb(0, "VmPin"));
 
 	/* Every other page: ranges that cannot merge. */
 	for (i = 0; i < ULI_MAX_PINS; i++)
 		EXPECT_EQ(0, raw_pin(fd, many + 2 * i * 4096, 4096)) TH_LOG("pin %d", i);
 	EXPECT_EQ(ENOSPC, raw_pin(fd, many + 2 * ULI_MAX_PINS * 4096, 4096));
-	EXPECT_EQ(pin0 + ULI_MAX_PINS * 4, uu_status_kb(0, "VmPin"));
+	EXPECT_EQ(pin0 + ULI_MAX_PINS * 4, t_status_kb(0, "VmPin"));
 
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -1125,7 +1128,7 @@ TEST_F(lc, pin_errors)
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_EQ(EPERM, exit_code(status));
 	close(fd);
-	EXPECT_EQ(0, uu_status_kb(0, "VmPin"));
+	EXPECT_EQ(0, t_status_kb(0, "VmPin"));
 }
 
 /* --- ulipin: the library's ULI_pin() ---------------------------------------- */
@@ -1150,17 +1153,17 @@ static void buf_handler(void *arg)
 TEST_F(lc, ulipin)
 {
 	char *buf = anon(9 * 4096, PROT_READ | PROT_WRITE), *hole = anon(2 * 4096, PROT_READ);
-	bool upcall = uu_upcall_mode();
+	bool upcall = t_upcall_mode();
 	uint64_t sum = 0;
 	long pin0, pin1;
 	int i;
 
 	ASSERT_TRUE(buf && hole);
 	pinned_buf = (uint64_t *)buf;
-	EXPECT_EQ(0, uu_status_kb(0, "VmPin"));
+	EXPECT_EQ(0, t_status_kb(0, "VmPin"));
 	the_uli = ULI_register_pci(e.bdf, buf_handler, NULL, 0, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, the_uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
-	pin0 = uu_status_kb(0, "VmPin");
+	pin0 = t_status_kb(0, "VmPin");
 	TH_LOG("VmPin after registering: %ld kB", pin0);
 	if (upcall)
 		EXPECT_LE(64 + 4 + 8 + 4, pin0);	/* stack, handle, TLS, data */
@@ -1172,7 +1175,7 @@ TEST_F(lc, ulipin)
 	EXPECT_EQ(EINVAL, errno);
 	/* 8 pages from the middle of the first: 9 pages. */
 	EXPECT_EQ(0, ULI_pin(the_uli, buf + 100, 8 * 4096));
-	pin1 = uu_status_kb(0, "VmPin");
+	pin1 = t_status_kb(0, "VmPin");
 	if (upcall)
 		EXPECT_EQ(pin0 + 36, pin1);
 	/* Punched only now: a mapping of the library's could fill it. */
@@ -1180,14 +1183,14 @@ TEST_F(lc, ulipin)
 	errno = 0;
 	EXPECT_EQ(-1, ULI_pin(the_uli, hole, 2 * 4096));
 	EXPECT_EQ(upcall ? EFAULT : ENOMEM, errno);
-	EXPECT_EQ(pin1, uu_status_kb(0, "VmPin"));
+	EXPECT_EQ(pin1, t_status_kb(0, "VmPin"));
 
 	EXPECT_EQ(100, raise_n(100));
 	for (i = 0; i < 8; i++)
 		sum += pinned_buf[i * 512];
 	EXPECT_EQ(100, sum);
 	EXPECT_EQ(0, ULI_destroy(the_uli));
-	EXPECT_EQ(0, uu_status_kb(0, "VmPin"));
+	EXPECT_EQ(0, t_status_kb(0, "VmPin"));
 }
 
 /* --- one_owner_per_device --------------------------------------------------- */
@@ -1200,7 +1203,7 @@ static int set_override(const struct edu *d, const char *drv)
 	char path[96];
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", d->bdf);
-	return uu_write_file(path, drv);
+	return t_write_file(path, drv);
 }
 
 /* The driver a device is bound to ("" for none), in buf. */
@@ -1248,9 +1251,9 @@ FIXTURE_TEARDOWN(own)
 	if (the_uli)
 		ULI_destroy(the_uli);
 	the_uli = NULL;
-	irq_close(&self->pfd);
+	t_irq_close(&self->pfd);
 	if (self->new_id)
-		uu_write_file(UIO_DRV "/remove_id", EDU_ID_STR);
+		t_write_file(UIO_DRV "/remove_id", EDU_ID_STR);
 	edu_bind(&e, NULL);
 	edu_bind(&self->e8, NULL);
 	edu_bind(&self->e4, NULL);
@@ -1277,39 +1280,39 @@ TEST_F_TIMEOUT(own, one_owner_per_device, 300)
 
 	/* A kernel driver's device: not for /proc, by INTx or MMIO. */
 	ASSERT_EQ(0, edu_bind(&self->e8, "uio_pci_generic"));
-	self->pfd = irq_open(self->e8.irq, O_NONBLOCK);
+	self->pfd = t_irq_open(self->e8.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->pfd) TH_LOG("/proc/irq/%d/irq: %s", self->e8.irq, strerror(-self->pfd));
 	edu_describe_intx(&self->e8, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->pfd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->pfd, &d));
 	edu_describe_mmio(&self->e8, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->pfd, &d));
-	irq_close(&self->pfd);
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->pfd, &d));
+	t_irq_close(&self->pfd);
 	edu_bind(&self->e8, NULL);
-	if (!uu_upcall_mode())
+	if (!t_upcall_mode())
 		SKIP(return, "the rest is about /dev/uli registrations");
 
 	/* Registered with ULI: not for /proc. */
 	the_uli = ULI_register_pci(e.bdf, count_handler, NULL, 0, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, the_uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
-	self->pfd = irq_open(e.irq, O_NONBLOCK);
+	self->pfd = t_irq_open(e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->pfd) TH_LOG("/proc/irq/%d/irq: %s", e.irq, strerror(-self->pfd));
 	edu_describe_intx(&e, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->pfd, &d));
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->pfd, &d));
 	edu_describe_mmio(&e, &d);
-	EXPECT_EQ(-EBUSY, irq_set_device(self->pfd, &d));
-	irq_close(&self->pfd);
+	EXPECT_EQ(-EBUSY, t_irq_set_device(self->pfd, &d));
+	t_irq_close(&self->pfd);
 	EXPECT_EQ(0, ULI_destroy(the_uli));
 	the_uli = NULL;
 
 	/* Described to /proc: not for ULI. */
-	self->pfd = irq_open(e.irq, O_NONBLOCK);
+	self->pfd = t_irq_open(e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->pfd);
 	edu_describe_intx(&e, &d);
-	ASSERT_EQ(0, irq_set_device(self->pfd, &d));
+	ASSERT_EQ(0, t_irq_set_device(self->pfd, &d));
 	errno = 0;
 	EXPECT_EQ(NULL, ULI_register_pci(e.bdf, count_handler, NULL, 0, NULL, 0, ULI_INTX));
 	EXPECT_EQ(EBUSY, errno);
-	irq_close(&self->pfd);
+	t_irq_close(&self->pfd);
 
 	/*
 	 * Registered: uio_pci_generic, told the edu's id (which would bind
@@ -1321,25 +1324,25 @@ TEST_F_TIMEOUT(own, one_owner_per_device, 300)
 	self->overrides = true;
 	ASSERT_EQ(0, set_override(&self->e4, "uli_lifecycle_none"));
 	ASSERT_EQ(0, set_override(&self->e8, "uli_lifecycle_none"));
-	ret = uu_write_file(UIO_DRV "/new_id", EDU_ID_STR);
+	ret = t_write_file(UIO_DRV "/new_id", EDU_ID_STR);
 	ASSERT_TRUE(ret == 0 || ret == -EEXIST) TH_LOG("new_id: %s", strerror(-ret));
 	self->new_id = true;
 	EXPECT_STREQ("", bound_to(&e, drv, sizeof(drv)));
-	EXPECT_NE(0, uu_write_file(UIO_DRV "/bind", e.bdf));
-	uu_write_file("/sys/bus/pci/drivers_probe", e.bdf);
+	EXPECT_NE(0, t_write_file(UIO_DRV "/bind", e.bdf));
+	t_write_file("/sys/bus/pci/drivers_probe", e.bdf);
 	EXPECT_STREQ("", bound_to(&e, drv, sizeof(drv)));
 	EXPECT_EQ(1, raise_n(1));		/* and it is still ours */
 
 	/* Released: it binds. */
 	EXPECT_EQ(0, ULI_destroy(the_uli));
 	the_uli = NULL;
-	ret = uu_write_file(UIO_DRV "/bind", e.bdf);
+	ret = t_write_file(UIO_DRV "/bind", e.bdf);
 	EXPECT_STREQ("uio_pci_generic", bound_to(&e, drv, sizeof(drv))) TH_LOG("bind: %s", strerror(-ret));
 }
 
 /* --- registering_thread_exits ---------------------------------------------- */
 
-#define N_THREAD	uu_test_n(20)
+#define N_THREAD	t_test_n(20)
 
 static __thread uint64_t t_mine;
 static volatile uint64_t tls_last;

@@ -14,14 +14,14 @@
 #include <sys/ioctl.h>
 #include <linux/irq_user.h>
 
-#include "proc_util.h"
-#include "uli_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 static bool locked_down(void)
 {
 	char buf[256];
 
-	return pu_read_file("/sys/kernel/security/lockdown", buf, sizeof(buf)) > 0 &&
+	return t_read_file("/sys/kernel/security/lockdown", buf, sizeof(buf)) > 0 &&
 	       !strstr(buf, "[none]");
 }
 
@@ -47,7 +47,7 @@ FIXTURE_SETUP(ld)
 		SKIP(return, "the kernel is not locked down (boot with lockdown=integrity)");
 	snprintf(self->bdf, sizeof(self->bdf), "0000:00:%02x.0", EDU_SLOT_C);
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/irq", self->bdf);
-	ASSERT_LT(0, pu_read_file(path, buf, sizeof(buf)));
+	ASSERT_LT(0, t_read_file(path, buf, sizeof(buf)));
 	self->irq = atoi(buf);
 	snprintf(self->override, sizeof(self->override),
 		 "/sys/bus/pci/devices/%s/driver_override", self->bdf);
@@ -62,8 +62,8 @@ static void expect_untouched(struct __test_metadata *_metadata,
 {
 	char buf[32];
 
-	EXPECT_EQ(0, irq_nactions(self->irq));
-	ASSERT_LT(0, pu_read_file(self->override, buf, sizeof(buf)));
+	EXPECT_EQ(0, t_irq_nactions(self->irq));
+	ASSERT_LT(0, t_read_file(self->override, buf, sizeof(buf)));
 	EXPECT_STREQ("(null)\n", buf);
 }
 
@@ -87,14 +87,14 @@ TEST_F(ld, describe_device)
 		.mmio = { .bar = 0, .status_off = 0x24, .status_mask = ~0u,
 			  .ack_off = 0x64, .ack_mode = IRQ_USER_ACK_STATUS },
 	};
-	int fd = irq_open(self->irq, 0);
+	int fd = t_irq_open(self->irq, 0);
 
 	ASSERT_LE(0, fd) TH_LOG("open /proc/irq/%d/irq: %s", self->irq, strerror(-fd));
 	d.type = IRQ_USER_DEV_MMIO;
-	EXPECT_EQ(-EPERM, irq_set_device(fd, &d));
+	EXPECT_EQ(-EPERM, t_irq_set_device(fd, &d));
 	d.type = IRQ_USER_DEV_PCI_INTX;
 	memset(&d.mmio, 0, sizeof(d.mmio));	/* an INTx description has none */
-	EXPECT_EQ(-EPERM, irq_set_device(fd, &d));
+	EXPECT_EQ(-EPERM, t_irq_set_device(fd, &d));
 	close(fd);
 	expect_untouched(_metadata, self);
 }

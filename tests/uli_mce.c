@@ -31,7 +31,7 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 #define N_CHECKS	2	/* machine checks that end a handler */
 #define N_PAGES		16	/* injections at most, one page each */
@@ -133,12 +133,12 @@ TEST(machine_check_in_handler)
 
 	if (!getenv("ULI_MCE"))
 		SKIP(return, "needs the boot whose host injects machine checks (ULI_MCE=1)");
-	if (!uu_cpuinfo_has("vendor_id", "GenuineIntel") ||
-	    !uu_cpuinfo_has("flags", "mce") || !uu_cpuinfo_has("flags", "mca"))
+	if (!t_cpuinfo_has("vendor_id", "GenuineIntel") ||
+	    !t_cpuinfo_has("flags", "mce") || !t_cpuinfo_has("flags", "mca"))
 		SKIP(return, "needs an Intel CPU model with MCA (QEMU's AMD one panics)");
-	if (uu_ncpus() < 2)
+	if (t_ncpus() < 2)
 		SKIP(return, "needs a second CPU for the handler");
-	hw0 = uu_field_kb("/proc/meminfo", "HardwareCorrupted");
+	hw0 = t_field_kb("/proc/meminfo", "HardwareCorrupted");
 	ASSERT_LE(0, hw0) TH_LOG("no HardwareCorrupted in /proc/meminfo (CONFIG_MEMORY_FAILURE?)");
 
 	/* The pages whose memory "fails": the owner's, never touched again. */
@@ -164,12 +164,12 @@ TEST(machine_check_in_handler)
 		SKIP(return, "a property of the upcall");
 	}
 	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
-	ASSERT_EQ(0, uu_set_irq_cpu(ULI_irq(uli), cpu));
-	ASSERT_EQ(0, uu_pin(0));
+	ASSERT_EQ(0, t_set_irq_cpu(ULI_irq(uli), cpu));
+	ASSERT_EQ(0, t_pin(0));
 	signal(SIGSEGV, on_segv);
 	/* A late machine check ends a call at its budget: a failure, not a death. */
 	signal(SIGXCPU, SIG_IGN);
-	pid = uu_spawn(cpu, neighbour);
+	pid = t_spawn(cpu, neighbour);
 	while (!sh->ready)
 		usleep(1000);
 
@@ -182,7 +182,7 @@ TEST(machine_check_in_handler)
 		uint64_t n = entered;
 
 		edu_raise(&e, 1);
-		ASSERT_TRUE(uu_wait_count(&entered, n + 1, 10000));
+		ASSERT_TRUE(t_wait_count(&entered, n + 1, 10000));
 	}
 	ASSERT_EQ(cpu, cpu_seen);
 	ASSERT_EQ(0, ULI_get_stats(uli, &st));
@@ -193,7 +193,7 @@ TEST(machine_check_in_handler)
 		uint64_t n = entered, s = segv;
 
 		edu_raise(&e, 1);
-		ASSERT_TRUE(uu_wait_count(&entered, n + 1, 10000)) TH_LOG("raise %d not handled", k);
+		ASSERT_TRUE(t_wait_count(&entered, n + 1, 10000)) TH_LOG("raise %d not handled", k);
 		ASSERT_EQ(cpu, cpu_seen);
 		ASSERT_EQ(0, inject_mce(mon, cpu, addr[k]));
 		/*
@@ -201,7 +201,7 @@ TEST(machine_check_in_handler)
 		 * call here could hold a lock that an interrupt on the
 		 * handler's CPU then spins on, in the kernel.
 		 */
-		if (uu_wait_count(&segv, s + 1, 1500))
+		if (t_wait_count(&segv, s + 1, 1500))
 			i++;
 		else
 			TH_LOG("injection %d found the handler's CPU in the kernel", k);
@@ -210,7 +210,7 @@ TEST(machine_check_in_handler)
 		EXPECT_EQ(i, st.aborted_fault);
 		/* memory_failure() runs from a work item. */
 		for (j = 0; j < 5000 && hw1 - hw0 < (long)((k + 1) * PAGE / 1024); j++) {
-			hw1 = uu_field_kb("/proc/meminfo", "HardwareCorrupted");
+			hw1 = t_field_kb("/proc/meminfo", "HardwareCorrupted");
 			usleep(1000);
 		}
 		EXPECT_EQ((k + 1) * PAGE / 1024, hw1 - hw0) TH_LOG("page %d not taken out of use", k);
@@ -228,7 +228,7 @@ TEST(machine_check_in_handler)
 	/* The registration goes on. */
 	i = entered;
 	edu_raise(&e, 1);
-	EXPECT_TRUE(uu_wait_count(&entered, i + 1, 10000));
+	EXPECT_TRUE(t_wait_count(&entered, i + 1, 10000));
 	ULI_destroy(uli);
 	signal(SIGSEGV, SIG_DFL);
 	close(mon);

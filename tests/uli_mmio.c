@@ -11,10 +11,10 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
-#include "proc_util.h"
-#include "uli_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
-#define N_MMIO		uu_test_n(20)
+#define N_MMIO		t_test_n(20)
 #define STACK_SIZE	(64 * 1024)
 
 static struct edu ea, eb;
@@ -72,7 +72,7 @@ FIXTURE_SETUP(mm)
 	if (ea.irq != eb.irq)
 		SKIP(return, "edu@%d (irq %d) and edu@%d (irq %d) do not share",
 		     EDU_SLOT_A, ea.irq, EDU_SLOT_B, eb.irq);
-	ASSERT_EQ(0, pu_line_flush(&ea));
+	ASSERT_EQ(0, t_line_flush(&ea));
 	ua = ULI_register_mmio(ea.bdf, &edu_uli_regs, handler_a, NULL, 0, NULL, 0);
 	ASSERT_NE(NULL, ua) TH_LOG("ULI_register_mmio: %s", strerror(errno));
 	EXPECT_EQ(ea.irq, ULI_irq(ua));
@@ -108,7 +108,7 @@ TEST_F_TIMEOUT(mm, exact_calls_and_status, 600)
 		bits = 1u << (i % 32);
 		status_a = 0;
 		edu_raise(&ea, bits);
-		if (!uu_wait_count(&handled_a, i + 1, 2000))
+		if (!t_wait_count(&handled_a, i + 1, 2000))
 			break;
 		if (status_a != bits)
 			break;
@@ -123,10 +123,10 @@ TEST_F_TIMEOUT(mm, exact_calls_and_status, 600)
 	EXPECT_EQ(0, acked_bad);
 	EXPECT_EQ(0, bad_intx);
 	EXPECT_EQ(0, edu_status(&ea));
-	EXPECT_EQ(0, irq_ddepth(ea.irq));
+	EXPECT_EQ(0, t_irq_ddepth(ea.irq));
 	ASSERT_EQ(0, ULI_get_stats(ua, &st));
 	EXPECT_EQ(n, st.calls);
-	if (uu_upcall_mode())
+	if (t_upcall_mode())
 		EXPECT_EQ(n, st.interrupts);
 }
 
@@ -138,8 +138,8 @@ static uint64_t raise_both(uint64_t n, uint32_t bits_a, uint32_t bits_b)
 	for (i = 0; i < n; i++) {
 		edu_raise(&ea, bits_a);
 		edu_raise(&eb, bits_b);
-		if (!uu_wait_count(&handled_a, i + 1, 2000) ||
-		    !uu_wait_count(&handled_b, i + 1, 2000))
+		if (!t_wait_count(&handled_a, i + 1, 2000) ||
+		    !t_wait_count(&handled_b, i + 1, 2000))
 			break;
 	}
 	return i;
@@ -151,7 +151,7 @@ TEST_F_TIMEOUT(mm, two_described_devices_share, 600)
 	uint64_t i, n = N_MMIO;
 	struct uli_stats sa, sb;
 
-	if (!uu_upcall_mode())
+	if (!t_upcall_mode())
 		SKIP(return, "the /proc method takes one file per line");
 
 	ub = ULI_register_mmio(eb.bdf, &edu_uli_regs, handler_b, NULL, 0, NULL, 0);
@@ -162,13 +162,13 @@ TEST_F_TIMEOUT(mm, two_described_devices_share, 600)
 	EXPECT_EQ(0x10, status_a);
 	EXPECT_EQ(0x20, status_b);
 	EXPECT_EQ(0, acked_bad);
-	EXPECT_EQ(0, irq_ddepth(ea.irq));
+	EXPECT_EQ(0, t_irq_ddepth(ea.irq));
 	ASSERT_EQ(0, ULI_get_stats(ua, &sa));
 	ASSERT_EQ(0, ULI_get_stats(ub, &sb));
 	EXPECT_EQ(n, sa.calls);
 	EXPECT_EQ(n, sb.calls);
 	/* One hard handler run may serve both, never count the other's. */
-	if (uu_upcall_mode()) {
+	if (t_upcall_mode()) {
 		EXPECT_EQ(n, sa.interrupts);
 		EXPECT_EQ(n, sb.interrupts);
 	}
@@ -179,7 +179,7 @@ TEST_F_TIMEOUT(mm, beside_intx_masking, 600)
 {
 	uint64_t i, n = N_MMIO;
 
-	if (!uu_upcall_mode())
+	if (!t_upcall_mode())
 		SKIP(return, "the /proc method takes one file per line");
 
 	ub = ULI_register_pci(eb.bdf, handler_b_intx, NULL, 0, NULL, 0, ULI_INTX);
@@ -189,7 +189,7 @@ TEST_F_TIMEOUT(mm, beside_intx_masking, 600)
 			       (unsigned long long)handled_a, (unsigned long long)handled_b);
 	EXPECT_EQ(1, status_a);
 	EXPECT_EQ(2, status_b);
-	EXPECT_EQ(0, irq_ddepth(ea.irq));
+	EXPECT_EQ(0, t_irq_ddepth(ea.irq));
 }
 
 /*
@@ -209,9 +209,9 @@ TEST_F_TIMEOUT(mm, blocked_acknowledges_and_collapses, 120)
 	}
 	EXPECT_EQ(0, handled_a);
 	EXPECT_EQ(1, edu_intx_enabled(&ea));
-	EXPECT_EQ(0, irq_ddepth(ea.irq));
+	EXPECT_EQ(0, t_irq_ddepth(ea.irq));
 	ULI_unblock_intr(ua);
-	EXPECT_TRUE(uu_wait_count(&handled_a, 1, 2000));
+	EXPECT_TRUE(t_wait_count(&handled_a, 1, 2000));
 	usleep(50000);
 	EXPECT_EQ(1, handled_a);
 	EXPECT_EQ(7, status_a);
@@ -229,13 +229,13 @@ TEST_F_TIMEOUT(mm, reraise_chain, 120)
 	ASSERT_EQ(0, ULI_get_stats(ua, &st0));
 	reraise = 999;
 	edu_raise(&ea, 1);
-	ASSERT_TRUE(uu_wait_count(&handled_a, 1000, 20000)) TH_LOG("%llu calls",
+	ASSERT_TRUE(t_wait_count(&handled_a, 1000, 20000)) TH_LOG("%llu calls",
 								(unsigned long long)handled_a);
 	usleep(20000);
 	ASSERT_EQ(0, ULI_get_stats(ua, &st));
 	EXPECT_EQ(1000, handled_a);
 	EXPECT_EQ(1000, st.calls - st0.calls);
-	if (uu_upcall_mode())
+	if (t_upcall_mode())
 		EXPECT_EQ(1000, st.interrupts - st0.interrupts);
 	EXPECT_EQ(0, edu_status(&ea));
 }
@@ -254,9 +254,9 @@ static void storm_handler(void *arg)
 
 TEST_F_TIMEOUT(mm, owners_end_in_a_storm, 900)
 {
-	int i, n = (int)uu_test_n(1000), status;
+	int i, n = (int)t_test_n(1000), status;
 
-	if (!uu_upcall_mode())
+	if (!t_upcall_mode())
 		SKIP(return, "a property of the upcall");
 	ASSERT_EQ(0, ULI_destroy(ua));
 	ua = NULL;
@@ -271,7 +271,7 @@ TEST_F_TIMEOUT(mm, owners_end_in_a_storm, 900)
 				_exit(1);
 			handled_a = 0;
 			edu_raise(&ea, 1);
-			if (!uu_wait_count(&handled_a, 20, 5000))
+			if (!t_wait_count(&handled_a, 20, 5000))
 				_exit(2);
 			if (i % 2)
 				_exit(0);	/* the storm still on */
@@ -288,9 +288,9 @@ TEST_F_TIMEOUT(mm, owners_end_in_a_storm, 900)
 	ua = ULI_register_mmio(ea.bdf, &edu_uli_regs, handler_a, NULL, 0, NULL, 0);
 	ASSERT_NE(NULL, ua) TH_LOG("ULI_register_mmio: %s", strerror(errno));
 	edu_raise(&ea, 4);
-	EXPECT_TRUE(uu_wait_count(&handled_a, 1, 2000));
+	EXPECT_TRUE(t_wait_count(&handled_a, 1, 2000));
 	EXPECT_EQ(4, status_a);
-	EXPECT_EQ(0, irq_ddepth(ea.irq));
+	EXPECT_EQ(0, t_irq_ddepth(ea.irq));
 }
 
 TEST_HARNESS_MAIN

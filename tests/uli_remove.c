@@ -8,13 +8,14 @@
  * back and serves a new registration.  For the /proc method the same
  * holds for a reader blocked in read() on a described device.
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <linux/irq_user.h>
 #include <sys/ioctl.h>
+#include <linux/irq_user.h>
 
-#include "proc_util.h"
-#include "uli_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -31,14 +32,14 @@ static int remove_device(const struct edu *d)
 	char path[96];
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/remove", d->bdf);
-	return uu_write_file(path, "1");
+	return t_write_file(path, "1");
 }
 
 /* Rescan, then wait for the device to be back. */
 static int rescan(const struct edu *d)
 {
 	char path[96];
-	int i, ret = uu_write_file("/sys/bus/pci/rescan", "1");
+	int i, ret = t_write_file("/sys/bus/pci/rescan", "1");
 
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", d->bdf);
 	for (i = 0; i < 100 && access(path, F_OK); i++)
@@ -60,7 +61,7 @@ static void *uli_sleeper(void *arg)
 static bool raise_and_wait(uint64_t want)
 {
 	edu_raise(&e, 1);
-	return uu_wait_count(&handled, want, 2000);
+	return t_wait_count(&handled, want, 2000);
 }
 
 /* The device serves a new registration: after rescan, or at the end. */
@@ -129,7 +130,7 @@ static void removed_under(struct __test_metadata *_metadata, int flags)
 	errno = 0;
 	EXPECT_EQ(-1, ULI_wakeup(uli, 0));
 	EXPECT_EQ(ENODEV, errno);
-	EXPECT_EQ(0, uu_registrations());
+	EXPECT_EQ(0, t_registrations());
 	EXPECT_EQ(0, ULI_destroy(uli));
 
 	ASSERT_EQ(0, rescan(&e));
@@ -181,10 +182,10 @@ TEST_F_TIMEOUT(slow, removed_in_storm, 900)
 		}
 		ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
 		edu_raise(&e, 1);
-		ASSERT_TRUE(uu_wait_count(&handled, 50, 5000));
+		ASSERT_TRUE(t_wait_count(&handled, 50, 5000));
 		ASSERT_EQ(0, remove_device(&e)) TH_LOG("rep %d", rep);
 		edu_close(&e);
-		EXPECT_EQ(0, uu_registrations());
+		EXPECT_EQ(0, t_registrations());
 		EXPECT_EQ(0, ULI_destroy(uli));
 		ASSERT_EQ(0, rescan(&e)) TH_LOG("rep %d", rep);
 	}
@@ -215,10 +216,10 @@ TEST_F_TIMEOUT(slow, driver_forced, 300)
 	 * By id: refused, the device is user space's.  The id is taken back
 	 * at once: it would bind every free edu device from then on.
 	 */
-	ASSERT_EQ(0, uu_write_file("/sys/bus/pci/drivers/uio_pci_generic/new_id", "1234 11e8"));
+	ASSERT_EQ(0, t_write_file("/sys/bus/pci/drivers/uio_pci_generic/new_id", "1234 11e8"));
 	snprintf(path, sizeof(path), "/sys/bus/pci/drivers/uio_pci_generic/%s", e.bdf);
-	EXPECT_NE(0, uu_write_file("/sys/bus/pci/drivers/uio_pci_generic/bind", e.bdf));
-	uu_write_file("/sys/bus/pci/drivers/uio_pci_generic/remove_id", "1234 11e8");
+	EXPECT_NE(0, t_write_file("/sys/bus/pci/drivers/uio_pci_generic/bind", e.bdf));
+	t_write_file("/sys/bus/pci/drivers/uio_pci_generic/remove_id", "1234 11e8");
 	EXPECT_NE(0, access(path, F_OK));
 	ASSERT_TRUE(raise_and_wait(2)) TH_LOG("the registration did not survive a refused bind");
 
@@ -230,7 +231,7 @@ TEST_F_TIMEOUT(slow, driver_forced, 300)
 		EXPECT_EQ(-1, ULI_wakeup(uli, 0));
 		EXPECT_EQ(ENODEV, errno);
 	}
-	EXPECT_EQ(0, uu_registrations());
+	EXPECT_EQ(0, t_registrations());
 	EXPECT_EQ(0, ULI_destroy(uli));
 	EXPECT_EQ(0, edu_bind(&e, NULL));
 	edu_close(&e);
@@ -272,9 +273,9 @@ static void proc_removed(struct __test_metadata *_metadata, bool msi)
 		edu_describe_intx(&e, &d);
 	ASSERT_EQ(0, ioctl(fd, IRQ_USER_SET_DEVICE, &d)) TH_LOG("%s", strerror(errno));
 	if (msi) {
-		vec = pu_msi_vector(&e);
+		vec = t_msi_irq(&e);
 		ASSERT_LT(0, vec);
-		EXPECT_TRUE(irq_has_action(vec, irq_user_name()));
+		EXPECT_TRUE(t_irq_has_action(vec, t_irq_user_name()));
 	}
 	edu_raise(&e, 1);
 	ASSERT_EQ(sizeof(n), read(fd, &n, sizeof(n)));
@@ -289,9 +290,9 @@ static void proc_removed(struct __test_metadata *_metadata, bool msi)
 	EXPECT_EQ(ENODEV, res[1]);
 	EXPECT_EQ(-1, read(fd, &n, sizeof(n)));
 	EXPECT_EQ(ENODEV, errno);
-	EXPECT_FALSE(irq_has_action(e.irq, irq_user_name()));
+	EXPECT_FALSE(t_irq_has_action(e.irq, t_irq_user_name()));
 	if (msi)
-		EXPECT_FALSE(irq_has_action(vec, irq_user_name()));
+		EXPECT_FALSE(t_irq_has_action(vec, t_irq_user_name()));
 	close(fd);
 
 	ASSERT_EQ(0, rescan(&e));

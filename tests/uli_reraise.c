@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 #define N_CHAIN	1000
 
@@ -53,7 +53,7 @@ FIXTURE_VARIANT_ADD(rr, msi) {
 
 /* Acknowledged by the kernel: the handler's own ack finds nothing. */
 FIXTURE_VARIANT_ADD(rr, mmio) {
-	.flags = UU_MMIO,
+	.flags = T_MMIO,
 };
 
 FIXTURE_SETUP(rr)
@@ -62,7 +62,7 @@ FIXTURE_SETUP(rr)
 	edu_ack(&e, ~0u);
 	handled = 0;
 	left = 0;
-	self->uli = uu_register(&e, handler, NULL, 0, NULL, 0, variant->flags);
+	self->uli = t_register(&e, handler, NULL, 0, NULL, 0, variant->flags);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 }
 
@@ -78,20 +78,20 @@ TEST_F_TIMEOUT(rr, chain_on_idle_cpu, 120)
 {
 	struct uli_stats st0, st;
 	uint64_t t0, ms;
-	int irq = uu_uli_irq(self->uli, &e);
+	int irq = t_uli_irq(self->uli, &e);
 
 	ASSERT_LE(0, irq);
 	/* Away from the handler's CPU, and asleep: it has nothing else to do. */
-	if (uu_ncpus() > 1)
-		ASSERT_EQ(0, uu_pin((uu_irq_cpu(irq) + 1) % uu_ncpus()));
+	if (t_ncpus() > 1)
+		ASSERT_EQ(0, t_pin((t_irq_cpu(irq) + 1) % t_ncpus()));
 	ASSERT_EQ(0, ULI_get_stats(self->uli, &st0));
 
 	left = N_CHAIN - 1;
-	t0 = uu_now_ns();
+	t0 = t_now_ns();
 	edu_raise(&e, 1);
-	while (handled < N_CHAIN && uu_now_ns() - t0 < 10000000000ull)
+	while (handled < N_CHAIN && t_now_ns() - t0 < 10000000000ull)
 		usleep(1000);
-	ms = (uu_now_ns() - t0) / 1000000;
+	ms = (t_now_ns() - t0) / 1000000;
 	ASSERT_EQ(0, ULI_get_stats(self->uli, &st));
 	TH_LOG("%llu calls in %llu ms, %llu interrupts, %llu deferred",
 	       (unsigned long long)handled, (unsigned long long)ms,
@@ -124,21 +124,21 @@ TEST_F_TIMEOUT(rr, next_after_chain_ended, 120)
 		SKIP(return, "a property of the upcall");
 	left = 1 << 30;
 	edu_raise(&e, 1);
-	ASSERT_TRUE(uu_wait_count(&handled, 200, 5000));
+	ASSERT_TRUE(t_wait_count(&handled, 200, 5000));
 	ASSERT_EQ(0, ULI_destroy(self->uli));	/* mid-chain */
 	self->uli = NULL;
 	left = 0;
 	edu_ack(&e, ~0u);
 	usleep(1000000);
-	self->uli = uu_register(&e, handler, NULL, 0, NULL, 0, variant->flags);
+	self->uli = t_register(&e, handler, NULL, 0, NULL, 0, variant->flags);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 	handled = 0;
 	for (i = 1; i <= 20; i++) {
-		t0 = uu_now_ns();
+		t0 = t_now_ns();
 		edu_raise(&e, 1);
-		ASSERT_TRUE(uu_wait_count(&handled, i, 10000)) TH_LOG("raise %d", i);
-		if (uu_now_ns() - t0 > worst)
-			worst = uu_now_ns() - t0;
+		ASSERT_TRUE(t_wait_count(&handled, i, 10000)) TH_LOG("raise %d", i);
+		if (t_now_ns() - t0 > worst)
+			worst = t_now_ns() - t0;
 	}
 	TH_LOG("slowest of 20 raises after the ended chain: %llu us",
 	       (unsigned long long)worst / 1000);
@@ -161,7 +161,7 @@ static int this_cpu(void)
 
 static void hold_handler(void *arg)
 {
-	uint64_t t0 = uu_rdtsc(), limit = (uint64_t)(uintptr_t)arg;
+	uint64_t t0 = t_rdtsc(), limit = (uint64_t)(uintptr_t)arg;
 	uint64_t hardirq = ULI_hardirq_cycles(moved_uli);
 	int i;
 
@@ -183,7 +183,7 @@ static void hold_handler(void *arg)
 		call_cpu[i] = this_cpu();
 	if (i == 0) {
 		entered = 1;
-		while (hold && uu_rdtsc() - t0 < limit)
+		while (hold && t_rdtsc() - t0 < limit)
 			;
 		held_out = hold;
 	}
@@ -209,21 +209,21 @@ static void *moved_register(struct __test_metadata *_metadata, int hold_ms, int 
 {
 	void *uli;
 
-	if (uu_ncpus() < 2)
+	if (t_ncpus() < 2)
 		SKIP(return NULL, "needs 2 CPUs");
 	/* The /proc method's thread runs where it is scheduled, not on the vector's CPU. */
-	if (!uu_upcall_mode())
+	if (!t_upcall_mode())
 		SKIP(return NULL, "where the call runs is the upcall's property");
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
 	edu_ack(&e, ~0u);
 	moved_reset();
 	uli = ULI_register_pci(e.bdf, hold_handler,
-			       (void *)(uintptr_t)(hold_ms * uu_tsc_per_ms()),
+			       (void *)(uintptr_t)(hold_ms * t_tsc_per_ms()),
 			       0, NULL, 0, ULI_MSI);
 	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 	moved_uli = uli;
 	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
-	*irq = uu_uli_irq(uli, &e);
+	*irq = t_uli_irq(uli, &e);
 	ASSERT_LE(0, *irq);
 	return uli;
 }
@@ -236,10 +236,10 @@ static void *moved_register(struct __test_metadata *_metadata, int hold_ms, int 
  */
 static int moved_hold(struct __test_metadata *_metadata, int irq, int *b)
 {
-	int a = uu_irq_cpu(irq), i;
+	int a = t_irq_cpu(irq), i;
 
-	*b = (a + 1) % uu_ncpus();
-	ASSERT_EQ(0, uu_pin(*b));
+	*b = (a + 1) % t_ncpus();
+	ASSERT_EQ(0, t_pin(*b));
 	/*
 	 * x86 moves a vector only once the last move's old vector is
 	 * freed, from a timer a jiffy after an interrupt on the new one.
@@ -247,7 +247,7 @@ static int moved_hold(struct __test_metadata *_metadata, int irq, int *b)
 	usleep(20000);
 	moved_reset();
 	hold = 1;
-	ASSERT_EQ(0, uu_set_irq_cpu(irq, *b));
+	ASSERT_EQ(0, t_set_irq_cpu(irq, *b));
 	edu_raise(&e, 1);
 	for (i = 0; !entered && i < 2000; i++)
 		usleep(1000);
@@ -280,7 +280,7 @@ TEST(msi_moved_during_handler)
 		usleep(1000);
 	ASSERT_EQ(0, ULI_get_stats(uli, &st));
 	TH_LOG("irq %d moved from CPU %d to %d (now %d): %d calls (CPUs %d %d %d), %d overlapping, %d stale, %llu interrupts",
-	       irq, a, b, uu_irq_cpu(irq), atomic_load(&calls), call_cpu[0], call_cpu[1],
+	       irq, a, b, t_irq_cpu(irq), atomic_load(&calls), call_cpu[0], call_cpu[1],
 	       call_cpu[2], atomic_load(&overlaps), atomic_load(&stale),
 	       (unsigned long long)st.interrupts);
 	/* Else the two raises did not come within the hold: nothing to judge. */
@@ -312,7 +312,7 @@ TEST(msi_moved_during_handler)
 TEST(msi_moved_no_call_without_interrupt)
 {
 	int irq, a, b, r, i, n, extra = 0, judged = 0;
-	uint64_t us = uu_tsc_per_ms() / 1000, t;
+	uint64_t us = t_tsc_per_ms() / 1000, t;
 	struct uli_stats st0, st;
 	void *uli;
 
@@ -328,7 +328,7 @@ TEST(msi_moved_no_call_without_interrupt)
 		while (atomic_load(&inside))
 			;
 		/* A few us for A's return to let go of the registration. */
-		for (t = uu_rdtsc(); uu_rdtsc() - t < 10 * us;)
+		for (t = t_rdtsc(); t_rdtsc() - t < 10 * us;)
 			;
 		edu_raise(&e, 1);
 		/* A's vCPU can be off the host CPU for ms with the host busy. */

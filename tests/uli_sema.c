@@ -10,9 +10,9 @@
 #include <pthread.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
-#define N_POSTS		uu_test_n(10)
+#define N_POSTS		t_test_n(10)
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -84,7 +84,7 @@ TEST_F(sema, latched)
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(0, ULI_wakeup(self->uli, 1));
 	ASSERT_EQ(0, pthread_create(&s.thr, NULL, sleeper_fn, &s));
-	ASSERT_TRUE(uu_wait_count(&s.took, 3, 2000)) TH_LOG("took %llu of 3", (unsigned long long)s.took);
+	ASSERT_TRUE(t_wait_count(&s.took, 3, 2000)) TH_LOG("took %llu of 3", (unsigned long long)s.took);
 	usleep(200000);
 	EXPECT_EQ(3, s.took);		/* the fourth waits: nothing invented */
 	EXPECT_EQ(0, s.early);
@@ -93,7 +93,7 @@ TEST_F(sema, latched)
 	usleep(100000);
 	EXPECT_EQ(3, s.took);
 	ASSERT_EQ(0, ULI_wakeup(self->uli, 1));
-	EXPECT_TRUE(uu_wait_count(&s.took, 4, 2000));
+	EXPECT_TRUE(t_wait_count(&s.took, 4, 2000));
 	pthread_join(s.thr, NULL);
 	EXPECT_EQ(0, s.early);
 }
@@ -118,12 +118,12 @@ TEST_F_TIMEOUT(sema, handler_wakes_thread, 600)
 	errno = 0;
 	for (i = 0; i < N_POSTS; i++) {
 		edu_raise(&e, 1);
-		if (!uu_wait_count(&handled, i + 1, 2000))
+		if (!t_wait_count(&handled, i + 1, 2000))
 			break;
 	}
 	EXPECT_EQ(0, errno);
 	EXPECT_EQ(N_POSTS, handled);
-	EXPECT_TRUE(uu_wait_count(&s.took, N_POSTS, 5000));
+	EXPECT_TRUE(t_wait_count(&s.took, N_POSTS, 5000));
 	pthread_join(s.thr, NULL);
 	EXPECT_EQ(N_POSTS, s.took);
 	EXPECT_EQ(0, s.early);
@@ -135,7 +135,7 @@ TEST_F_TIMEOUT(sema, handler_wakes_thread, 600)
 	usleep(100000);
 	EXPECT_EQ(N_POSTS, s.took);
 	ASSERT_EQ(0, ULI_wakeup(self->uli, 0));
-	EXPECT_TRUE(uu_wait_count(&s.took, N_POSTS + 1, 2000));
+	EXPECT_TRUE(t_wait_count(&s.took, N_POSTS + 1, 2000));
 	pthread_join(s.thr, NULL);
 
 	ASSERT_EQ(0, ULI_get_stats(self->uli, &st));
@@ -153,7 +153,7 @@ TEST_F_TIMEOUT(sema, thread_wakes_thread, 600)
 	ASSERT_EQ(0, pthread_create(&s.thr, NULL, sleeper_fn, &s));
 	for (i = 0; i < N_POSTS; i++)
 		ASSERT_EQ(0, ULI_wakeup(self->uli, 1));
-	EXPECT_TRUE(uu_wait_count(&s.took, N_POSTS, 10000));
+	EXPECT_TRUE(t_wait_count(&s.took, N_POSTS, 10000));
 	pthread_join(s.thr, NULL);
 	EXPECT_EQ(N_POSTS, s.took);
 	EXPECT_EQ(0, s.early);
@@ -182,7 +182,7 @@ TEST_F(sema, bad_number)
 	usleep(100000);
 	EXPECT_EQ(0, s.took);
 	ULI_wakeup(self->uli, 0);
-	EXPECT_TRUE(uu_wait_count(&s.took, 1, 2000));
+	EXPECT_TRUE(t_wait_count(&s.took, 1, 2000));
 	pthread_join(s.thr, NULL);
 
 	/* No semaphores at all: every number is bad. */
@@ -225,7 +225,7 @@ TEST_F(sema, interrupted_by_signal)
 	EXPECT_EQ(EINTR, s.err);
 	EXPECT_EQ(0, s.took);
 	ULI_wakeup(self->uli, 0);
-	EXPECT_TRUE(uu_wait_count(&s.took, 1, 2000));
+	EXPECT_TRUE(t_wait_count(&s.took, 1, 2000));
 	pthread_join(s.thr, NULL);
 	signal(SIGUSR1, SIG_DFL);
 }

@@ -8,10 +8,10 @@
  */
 #include <pthread.h>
 
-#include "proc_util.h"
-#include "uli_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
-#define N_SHARED	uu_test_n(10)
+#define N_SHARED	t_test_n(10)
 
 static struct edu e4;
 static volatile uint64_t handled;
@@ -46,13 +46,13 @@ FIXTURE_SETUP(sh)
 	if (e4.irq != self->e8.irq)
 		SKIP(return, "edu@%d (irq %d) and edu@%d (irq %d) do not share",
 		     EDU_SLOT_A, e4.irq, EDU_SLOT_B, self->e8.irq);
-	ret = pu_line_flush(&e4);
+	ret = t_line_flush(&e4);
 	ASSERT_EQ(0, ret) TH_LOG("flush irq %d: %s", e4.irq, strerror(-ret));
 
 	ret = edu_bind(&self->e8, "uio_pci_generic");
 	ASSERT_EQ(0, ret) TH_LOG("bind: %s", strerror(-ret));
 	self->bound = true;
-	self->uio = pu_uio_open(&self->e8);
+	self->uio = t_uio_open(&self->e8);
 	ASSERT_LE(0, self->uio) TH_LOG("uio: %s", strerror(-self->uio));
 
 	self->uli = ULI_register_pci(e4.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
@@ -66,7 +66,7 @@ FIXTURE_TEARDOWN(sh)
 	edu_quiet(&self->e8);
 	if (self->uli)
 		EXPECT_EQ(0, ULI_destroy(self->uli));
-	irq_close(&self->uio);
+	t_irq_close(&self->uio);
 	if (self->bound)
 		edu_bind(&self->e8, NULL);
 	edu_close_clean(&e4);
@@ -76,7 +76,7 @@ FIXTURE_TEARDOWN(sh)
 /* edu@8's event: wait, acknowledge, let INTx through again. */
 static long uio_complete(const struct edu *e8, int uio)
 {
-	long c = pu_uio_wait(uio, 2000);
+	long c = t_uio_wait(uio, 2000);
 
 	edu_ack(e8, 1);
 	/* uio_pci_generic's handler masked the device with DisINTx. */
@@ -91,13 +91,13 @@ TEST_F_TIMEOUT(sh, both_get_all, 900)
 	struct uli_stats st;
 	long base, c = 0;
 
-	base = pu_uio_count(&self->e8);
+	base = t_uio_count(&self->e8);
 	ASSERT_LE(0, base);
 	for (i = 0; i < n; i++) {
 		/* Both assert the line at once. */
 		edu_raise(&e4, 1);
 		edu_raise(&self->e8, 1);
-		if (!uu_wait_count(&handled, i + 1, 2000))
+		if (!t_wait_count(&handled, i + 1, 2000))
 			break;
 		c = uio_complete(&self->e8, self->uio);
 		if (c != base + (long)i + 1)
@@ -106,9 +106,9 @@ TEST_F_TIMEOUT(sh, both_get_all, 900)
 	EXPECT_EQ(n, i) TH_LOG("stopped at %llu: handled %llu, uio count %ld (from %ld)",
 			       (unsigned long long)i, (unsigned long long)handled, c, base);
 	EXPECT_EQ(n, handled);
-	EXPECT_EQ(base + (long)n, pu_uio_count(&self->e8));
+	EXPECT_EQ(base + (long)n, t_uio_count(&self->e8));
 	EXPECT_EQ(0, edu_status(&e4));
-	EXPECT_EQ(0, irq_ddepth(e4.irq));	/* the line was never disabled */
+	EXPECT_EQ(0, t_irq_ddepth(e4.irq));	/* the line was never disabled */
 	ASSERT_EQ(0, ULI_get_stats(self->uli, &st));
 	EXPECT_EQ(n, st.calls);
 	/* edu@8's interrupts were not taken for ours. */
@@ -124,7 +124,7 @@ TEST_F_TIMEOUT(sh, blocked_does_not_starve_the_other, 300)
 	ULI_block_intr(self->uli);
 	edu_raise(&e4, 1);		/* ours: pending, masked by DisINTx */
 	usleep(50000);
-	base = pu_uio_count(&self->e8);
+	base = t_uio_count(&self->e8);
 	for (i = 0; i < 500; i++) {
 		edu_raise(&self->e8, 1);
 		c = uio_complete(&self->e8, self->uio);
@@ -134,9 +134,9 @@ TEST_F_TIMEOUT(sh, blocked_does_not_starve_the_other, 300)
 	EXPECT_EQ(500, i) TH_LOG("uio event %d of 500 missing (count %ld)", i + 1, c);
 	EXPECT_EQ(0, handled);
 	EXPECT_EQ(1, edu_status(&e4));
-	EXPECT_EQ(0, irq_ddepth(e4.irq));
+	EXPECT_EQ(0, t_irq_ddepth(e4.irq));
 	ULI_unblock_intr(self->uli);
-	EXPECT_TRUE(uu_wait_count(&handled, 1, 2000));
+	EXPECT_TRUE(t_wait_count(&handled, 1, 2000));
 	EXPECT_EQ(0, edu_status(&e4));
 }
 
@@ -200,7 +200,7 @@ TEST_F_TIMEOUT(sh, register_while_line_fires, 300)
 			bad = errno;
 			break;
 		}
-		uu_wait_count(&handled, 1, 2000);
+		t_wait_count(&handled, 1, 2000);
 		usleep(2000);
 		if (edu_intx_pending(&e4) && edu_intx_enabled(&e4) == 1)
 			bad = 0;
@@ -214,7 +214,7 @@ TEST_F_TIMEOUT(sh, register_while_line_fires, 300)
 	EXPECT_EQ(-1, bad) TH_LOG("registration %d: %s", i,
 				  bad ? strerror(bad) : "INTx on under a pending device");
 	EXPECT_LT(0, a.events);
-	EXPECT_EQ(0, irq_ddepth(e4.irq));	/* the line was never disabled */
+	EXPECT_EQ(0, t_irq_ddepth(e4.irq));	/* the line was never disabled */
 	TH_LOG("%d registrations, %ld interrupts of edu@8 meanwhile", i, a.events);
 }
 

@@ -11,12 +11,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 
-#include "proc_util.h"
-#include "uli_util.h"
+#include "kselftest_harness.h"
+#include "helpers.h"
 
 /* 1,000 at the full count; the leak bounds below hold at that count. */
-#define N_REPS		uu_test_n(100)
+#define N_REPS		t_test_n(100)
 /* A big stack, so that one left pinned shows in MemFree. */
 #define STACK_SIZE	(1 << 20)
 
@@ -32,12 +33,12 @@ static bool self_raise;
  */
 static void storm_handler(void *arg)
 {
-	uint64_t t0 = uu_rdtsc();
+	uint64_t t0 = t_rdtsc();
 
 	(void)arg;
 	edu_ack(&e, edu_status(&e));
 	handled++;
-	while (uu_rdtsc() - t0 < spin)	/* be running when the end comes */
+	while (t_rdtsc() - t0 < spin)	/* be running when the end comes */
 		;
 	if (self_raise)
 		edu_raise(&e, 1);
@@ -76,7 +77,7 @@ static void child(enum how how, int cpu, int wfd)
 	void *stack = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	uu_pin(cpu);
+	t_pin(cpu);
 	handled = 0;
 	if (stack == MAP_FAILED)
 		_exit(6);
@@ -104,7 +105,7 @@ static void child(enum how how, int cpu, int wfd)
 	}
 	edu_raise(&e, 1);
 	if (self_raise)
-		uu_wait_count(&handled, 20, 5000);
+		t_wait_count(&handled, 20, 5000);
 	else	/* the storm thread shares this CPU: sleep, do not spin */
 		for (i = 0; handled < 20 && i < 5000; i++)
 			usleep(1000);
@@ -187,30 +188,30 @@ static void run(struct __test_metadata *_metadata, enum how how)
 
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
 	edu_ack(&e, ~0u);
-	target = uu_irq_cpu(e.irq);
-	ASSERT_EQ(0, uu_pin(target));
-	spin = uu_tsc_per_ms() / 200;	/* 5 us */
+	target = t_irq_cpu(e.irq);
+	ASSERT_EQ(0, t_pin(target));
+	spin = t_tsc_per_ms() / 200;	/* 5 us */
 
 	for (i = 0; i < n + warm; i++) {
 		/* The owner on the CPU the storm is on, or on the other one. */
-		why = one(how, (target + (int)(i & 1)) % uu_ncpus(), &code);
+		why = one(how, (target + (int)(i & 1)) % t_ncpus(), &code);
 		if (why)
 			break;
-		regs = uu_registrations();
-		if (regs > 0 || irq_has_action(e.irq, "uli") ||
-		    irq_has_action(e.irq, irq_user_name())) {
+		regs = t_registrations();
+		if (regs > 0 || t_irq_has_action(e.irq, "uli") ||
+		    t_irq_has_action(e.irq, t_irq_user_name())) {
 			why = "a registration outlived its owner";
 			break;
 		}
 		if (i + 1 == warm) {
-			free0 = uu_meminfo_kb("MemFree");
-			slab0 = uu_meminfo_kb("Slab");
+			free0 = t_meminfo_kb("MemFree");
+			slab0 = t_meminfo_kb("Slab");
 		}
 	}
 	ASSERT_EQ(NULL, why) TH_LOG("rep %llu: %s (code %d, registrations %d)",
 				    (unsigned long long)i, why, code, regs);
-	free1 = uu_meminfo_kb("MemFree");
-	slab1 = uu_meminfo_kb("Slab");
+	free1 = t_meminfo_kb("MemFree");
+	slab1 = t_meminfo_kb("Slab");
 	TH_LOG("%llu owners: MemFree %+ld kB, Slab %+ld kB",
 	       (unsigned long long)n, free1 - free0, slab1 - slab0);
 	/*
@@ -231,7 +232,7 @@ static void run(struct __test_metadata *_metadata, enum how how)
 	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 	for (i = 0; i < 100; i++) {
 		edu_raise(&e, 1);
-		if (!uu_wait_count(&handled, i + 1, 2000))
+		if (!t_wait_count(&handled, i + 1, 2000))
 			break;
 	}
 	EXPECT_EQ(100, handled);

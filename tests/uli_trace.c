@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "kselftest_harness.h"
-#include "uli_util.h"
+#include "helpers.h"
 
 #define TRACING	"/sys/kernel/tracing/"
 
@@ -48,7 +48,7 @@ static int tracefs_write(const char *file, const char *s, bool append)
 	char path[128];
 
 	snprintf(path, sizeof(path), TRACING "%s", file);
-	return uu_write_file_flags(path, s, append ? O_APPEND : O_TRUNC);
+	return t_write_file_flags(path, s, append ? O_APPEND : O_TRUNC);
 }
 
 /* Count of lines of a tracefs file that contain needle. */
@@ -97,12 +97,12 @@ static const char *tracefs_ready(void)
 static bool raise_wait(uint64_t want)
 {
 	edu_raise(&e, 1);
-	return uu_wait_count(&handled, want, 2000);
+	return t_wait_count(&handled, want, 2000);
 }
 
 TEST(tracers_on_during_upcalls)
 {
-	uint64_t i, n = uu_test_n(200) + 100, base;
+	uint64_t i, n = t_test_n(200) + 100, base;
 	struct uli_stats st;
 	const char *why = tracefs_ready();
 	long entries, returns;

@@ -12,6 +12,7 @@
 #include <linux/irq_user.h>
 
 #include "edu.h"
+#include "helpers.h"
 #include "uli.h"
 
 #define EDU_BAR_SIZE	(1 << 20)
@@ -21,19 +22,6 @@ static int sysfs_path(char *buf, size_t len, const struct edu *e, const char *fi
 	int n = snprintf(buf, len, "/sys/bus/pci/devices/%s/%s", e->bdf, file);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-static int write_str(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	n = n < 0 ? -errno : 0;
-	close(fd);
-	return n;
 }
 
 int edu_open(struct edu *e, int slot)
@@ -50,19 +38,14 @@ int edu_open(struct edu *e, int slot)
 
 	/* Enabling routes the INTx pin, which gives the final irq number. */
 	sysfs_path(path, sizeof(path), e, "enable");
-	n = write_str(path, "1");
+	n = t_write_file(path, "1");
 	if (n && n != -EIO)	/* EIO: already enabled by a driver */
 		return n;
 
 	sysfs_path(path, sizeof(path), e, "irq");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = t_read_file(path, buf, sizeof(buf));
 	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
+		return n ? n : -EIO;
 	e->irq = atoi(buf);
 
 	sysfs_path(path, sizeof(path), e, "resource0");
@@ -160,17 +143,17 @@ int edu_bind(const struct edu *e, const char *driver)
 
 	if (!driver) {
 		sysfs_path(path, sizeof(path), e, "driver/unbind");
-		ret = write_str(path, e->bdf);
+		ret = t_write_file(path, e->bdf);
 		return ret == -ENOENT ? 0 : ret;	/* not bound */
 	}
 	/* new_id binds all edu devices not bound yet: say which one. */
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", e->bdf);
-	ret = write_str(path, driver);
+	ret = t_write_file(path, driver);
 	if (ret)
 		return ret;
-	ret = write_str("/sys/bus/pci/drivers_probe", e->bdf);
+	ret = t_write_file("/sys/bus/pci/drivers_probe", e->bdf);
 	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", e->bdf);
-	write_str(path, "\n");
+	t_write_file(path, "\n");
 	if (ret)
 		return ret;
 	snprintf(path, sizeof(path), "/sys/bus/pci/drivers/%s/%s", driver, e->bdf);
@@ -230,4 +213,33 @@ void edu_describe_intx(const struct edu *e, struct irq_user_dev *d)
 void edu_describe_msi(const struct edu *e, struct irq_user_dev *d)
 {
 	describe(e, d, IRQ_USER_DEV_PCI_MSI);
+}
+
+int edu_open_clean(struct edu *e, int slot)
+{
+	int ret = edu_open(e, slot);
+
+	if (ret == -EBUSY) {
+		edu_bind(e, NULL);
+		ret = edu_open(e, slot);
+	}
+	if (ret)
+		return ret;
+	edu_ack(e, ~0u);
+	return edu_set_intx(e, true);
+}
+
+void edu_quiet(const struct edu *e)
+{
+	if (e->regs)
+		edu_ack(e, ~0u);
+}
+
+void edu_close_clean(struct edu *e)
+{
+	if (!e->regs)
+		return;
+	edu_ack(e, ~0u);
+	edu_set_intx(e, true);
+	edu_close(e);
 }

@@ -2,8 +2,8 @@
 /*
  * edu.h - the QEMU edu test device from user space (PCI 1234:11e8).
  *
- * Shared by the tests, examples and benchmarks; not part of libuli's
- * installed API.  BAR0 is mapped through sysfs; INTx is level-triggered
+ * Part of the tests' helper library (tests/lib), which the examples and
+ * the benchmark link too; not part of libuli's installed API.  BAR0 is mapped through sysfs; INTx is level-triggered
  * and stays asserted until the interrupt status register reads 0.
  */
 #ifndef EDU_H
@@ -86,5 +86,17 @@ struct irq_user_dev;
 void edu_describe_mmio(const struct edu *e, struct irq_user_dev *d);
 void edu_describe_intx(const struct edu *e, struct irq_user_dev *d);
 void edu_describe_msi(const struct edu *e, struct irq_user_dev *d);
+
+/*
+ * edu_open() a device, first unbinding it from any driver a failed
+ * earlier test left it bound to (the sysfs "enable" write fails with
+ * EBUSY while a driver is bound); then quiesce it: status 0, INTx
+ * enabled in the Command register.  0 or -errno.
+ */
+int edu_open_clean(struct edu *e, int slot);
+/* Acknowledge everything (before closing files, in teardowns). */
+void edu_quiet(const struct edu *e);
+/* Leave the device as edu_open_clean() found it; safe to call twice. */
+void edu_close_clean(struct edu *e);
 
 #endif
