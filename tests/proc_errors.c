@@ -23,7 +23,6 @@
 #include <sys/wait.h>
 #include <linux/capability.h>
 
-
 #include "kselftest_harness.h"
 #include "helpers.h"
 
