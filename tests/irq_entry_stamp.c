@@ -40,22 +40,6 @@ static long long stamp(int fd, int cpu, int irq)
 	return 0;
 }
 
-static int set_affinity(int irq, int cpu)
-{
-	char path[64], v[16];
-	int fd, ret = 0;
-
-	snprintf(path, sizeof(path), "/proc/irq/%d/smp_affinity_list", irq);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	snprintf(v, sizeof(v), "%d\n", cpu);
-	if (write(fd, v, strlen(v)) != (ssize_t)strlen(v))
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 FIXTURE(st) {
 	struct edu e;
 	int fd, list;
@@ -95,7 +79,7 @@ TEST_F(st, between_raise_and_hardirq)
 	long long s;
 	uint64_t t;
 
-	ASSERT_EQ(0, set_affinity(self->e.irq, cpu));
+	ASSERT_EQ(0, t_set_irq_cpu(self->e.irq, cpu));
 	self->fd = t_irq_open(self->e.irq, O_NONBLOCK);
 	ASSERT_LE(0, self->fd);
 	t_irq_read4(self->fd);	/* claims the line */
@@ -164,7 +148,7 @@ TEST_F_TIMEOUT(st, read_while_vectors_move, 300)
 		pthread_attr_destroy(&a);
 	}
 	for (i = 0; i < 2000; i++) {
-		ASSERT_EQ(0, set_affinity(vec, i & 1));
+		ASSERT_EQ(0, t_set_irq_cpu(vec, i & 1));
 		/* A vector moves at its next interrupt; the old one is freed later. */
 		edu_raise(&self->e, 1);
 		ASSERT_EQ(POLLIN, t_poll(self->fd, POLLIN, 2000) & POLLIN) TH_LOG("move %d", i);

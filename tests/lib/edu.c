@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/irq_user.h>
 
@@ -73,21 +72,13 @@ void edu_close(struct edu *e)
 	e->regs = NULL;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 bool edu_wait_clear(const struct edu *e, unsigned int timeout_ms)
 {
-	uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000u;
+	uint64_t end = t_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	unsigned int i = 0;
 
 	while (edu_status(e)) {
-		if (++i % 256 == 0 && now_ns() > end)
+		if (++i % 256 == 0 && t_now_ns() > end)
 			return false;
 	}
 	return true;
@@ -147,12 +138,11 @@ int edu_bind(const struct edu *e, const char *driver)
 		return ret == -ENOENT ? 0 : ret;	/* not bound */
 	}
 	/* new_id binds all edu devices not bound yet: say which one. */
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", e->bdf);
+	sysfs_path(path, sizeof(path), e, "driver_override");
 	ret = t_write_file(path, driver);
 	if (ret)
 		return ret;
 	ret = t_write_file("/sys/bus/pci/drivers_probe", e->bdf);
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver_override", e->bdf);
 	t_write_file(path, "\n");
 	if (ret)
 		return ret;
