@@ -5,6 +5,8 @@
  * it runs on is otherwise idle.  An MSI raised during its handler used to
  * wait for some later interrupt return on that CPU: a timer tick (~4 ms)
  * when busy, any interrupt at all when idle; 1,000 re-raises took seconds.
+ * The next call runs from the same interrupt return, with no interrupt
+ * in between: each call used to be delivered from a self-interrupt.
  *
  * And an MSI moved to another CPU while its handler runs is not handled
  * there at the same time: the other CPU used to run the same handler, on
@@ -78,13 +80,18 @@ TEST_F_TIMEOUT(rr, chain_on_idle_cpu, 120)
 {
 	struct uli_stats st0, st;
 	uint64_t t0, ms;
-	int irq = t_uli_irq(self->uli, &e);
+	long long iwi0, iwi;
+	int irq = t_uli_irq(self->uli, &e), cpu;
 
 	ASSERT_LE(0, irq);
 	/* Away from the handler's CPU, and asleep: it has nothing else to do. */
 	if (t_ncpus() > 1)
 		ASSERT_EQ(0, t_pin((t_irq_cpu(irq) + 1) % t_ncpus()));
+	cpu = t_irq_cpu(irq);
+	ASSERT_LE(0, cpu);
 	ASSERT_EQ(0, ULI_get_stats(self->uli, &st0));
+	iwi0 = t_arch_irq_count("IWI", cpu);
+	ASSERT_LE(0, iwi0);
 
 	left = N_CHAIN - 1;
 	t0 = t_now_ns();
@@ -92,11 +99,12 @@ TEST_F_TIMEOUT(rr, chain_on_idle_cpu, 120)
 	while (handled < N_CHAIN && t_now_ns() - t0 < 10000000000ull)
 		usleep(1000);
 	ms = (t_now_ns() - t0) / 1000000;
+	iwi = t_arch_irq_count("IWI", cpu) - iwi0;
 	ASSERT_EQ(0, ULI_get_stats(self->uli, &st));
-	TH_LOG("%llu calls in %llu ms, %llu interrupts, %llu deferred",
+	TH_LOG("%llu calls in %llu ms, %llu interrupts, %llu deferred, %lld self-interrupts on CPU %d",
 	       (unsigned long long)handled, (unsigned long long)ms,
 	       (unsigned long long)(st.interrupts - st0.interrupts),
-	       (unsigned long long)(st.deferred - st0.deferred));
+	       (unsigned long long)(st.deferred - st0.deferred), iwi, cpu);
 	ASSERT_EQ(N_CHAIN, handled);
 	EXPECT_EQ(N_CHAIN, st.calls - st0.calls);
 	EXPECT_EQ(N_CHAIN, st.interrupts - st0.interrupts);
@@ -105,6 +113,15 @@ TEST_F_TIMEOUT(rr, chain_on_idle_cpu, 120)
 	 * throttle gives a chain half of each ms); about 4 s without.
 	 */
 	EXPECT_GT(2000, ms);
+	/*
+	 * A source still asserting at the handler's end runs again from
+	 * the same interrupt return.  A self-interrupt (IWI) is left for
+	 * the ends of the CPU share's bursts and for softirq work that
+	 * came in during a handler.  One per call, as when every
+	 * redelivery took one, fails this.
+	 */
+	if (t_upcall_mode())
+		EXPECT_GT(N_CHAIN / 4, iwi);
 	EXPECT_EQ(0, edu_status(&e));
 }
 

@@ -535,6 +535,36 @@ int t_irq_stat(int irq, unsigned long long *total, char *actions, size_t alen)
 	return -ENOENT;
 }
 
+long long t_arch_irq_count(const char *name, int cpu)
+{
+	static char buf[65536];
+	char *line, *save = NULL, *p, *end;
+	size_t len = strlen(name);
+	long n = t_read_file("/proc/interrupts", buf, sizeof(buf));
+
+	if (n < 0)
+		return n;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		p = line;
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, name, len) || p[len] != ':')
+			continue;
+		p += len + 1;
+		/* A column per online CPU: @cpu is its index when all are. */
+		for (int c = 0;; c++) {
+			unsigned long long v = strtoull(p, &end, 10);
+
+			if (end == p)
+				return -ENOENT;
+			if (c == cpu)
+				return v;
+			p = end;
+		}
+	}
+	return -ENOENT;
+}
+
 unsigned long long t_irq_total(int irq)
 {
 	unsigned long long t = 0;

@@ -175,6 +175,11 @@ int t_irq_spurious(int irq, unsigned int *count, unsigned int *unhandled);
  * line, which the kernel omits for a line without actions or counts).
  */
 int t_irq_stat(int irq, unsigned long long *total, char *actions, size_t alen);
+/*
+ * @cpu's count in the architecture's row @name of /proc/interrupts
+ * ("IWI", "LOC", ...), or -errno (-ENOENT: no such row or column).
+ */
+long long t_arch_irq_count(const char *name, int cpu);
 /* Total interrupts of the line so far (0 when it has no line). */
 unsigned long long t_irq_total(int irq);
 /* Does the line of /proc/interrupts for @irq name @what? */
