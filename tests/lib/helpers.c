@@ -489,80 +489,85 @@ int t_irq_spurious(int irq, unsigned int *count, unsigned int *unhandled)
 	return 0;
 }
 
-int t_irq_stat(int irq, unsigned long long *total, char *actions, size_t alen)
+/*
+ * Find the row of /proc/interrupts named @key ("24", "IWI"): *row points
+ * just past its colon, in a buffer the next call reuses.  0 or -errno.
+ */
+static int t_interrupts_row(const char *key, char **row)
 {
 	static char buf[65536];
-	char *line, *save = NULL, *p, *end;
+	char *line, *save = NULL, *p;
+	size_t len = strlen(key);
 	long n = t_read_file("/proc/interrupts", buf, sizeof(buf));
 
 	if (n < 0)
 		return n;
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		p = line;
-		while (*p == ' ')
-			p++;
-		if (strtol(p, &end, 10) != irq || end == p || *end != ':')
-			continue;
-		p = end + 1;
-		*total = 0;
-		for (;;) {
-			unsigned long long v;
-
-			while (*p == ' ')
-				p++;
-			if (*p < '0' || *p > '9')
-				break;
-			v = strtoull(p, &end, 10);
-			if (*end != ' ' && *end != 0)
-				break;
-			*total += v;
-			p = end;
+		for (p = line; *p == ' '; p++)
+			;
+		if (!strncmp(p, key, len) && p[len] == ':') {
+			*row = p + len + 1;
+			return 0;
 		}
-		if (actions) {
-			/* Skip the chip and "hwirq-flow" fields. */
-			for (int f = 0; f < 2; f++) {
-				while (*p == ' ')
-					p++;
-				while (*p && *p != ' ')
-					p++;
-			}
-			while (*p == ' ')
-				p++;
-			snprintf(actions, alen, "%s", p);
-		}
-		return 0;
 	}
 	return -ENOENT;
 }
 
-long long t_arch_irq_count(const char *name, int cpu)
+int t_irq_stat(int irq, unsigned long long *total, char *actions, size_t alen)
 {
-	static char buf[65536];
-	char *line, *save = NULL, *p, *end;
-	size_t len = strlen(name);
-	long n = t_read_file("/proc/interrupts", buf, sizeof(buf));
+	char key[16], *p, *end;
+	int ret;
 
-	if (n < 0)
-		return n;
-	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		p = line;
+	snprintf(key, sizeof(key), "%d", irq);
+	ret = t_interrupts_row(key, &p);
+	if (ret)
+		return ret;
+	*total = 0;
+	for (;;) {
+		unsigned long long v;
+
 		while (*p == ' ')
 			p++;
-		if (strncmp(p, name, len) || p[len] != ':')
-			continue;
-		p += len + 1;
-		/* A column per online CPU: @cpu is its index when all are. */
-		for (int c = 0;; c++) {
-			unsigned long long v = strtoull(p, &end, 10);
-
-			if (end == p)
-				return -ENOENT;
-			if (c == cpu)
-				return v;
-			p = end;
-		}
+		if (*p < '0' || *p > '9')
+			break;
+		v = strtoull(p, &end, 10);
+		if (*end != ' ' && *end != 0)
+			break;
+		*total += v;
+		p = end;
 	}
-	return -ENOENT;
+	if (actions) {
+		/* Skip the chip and "hwirq-flow" fields. */
+		for (int f = 0; f < 2; f++) {
+			while (*p == ' ')
+				p++;
+			while (*p && *p != ' ')
+				p++;
+		}
+		while (*p == ' ')
+			p++;
+		snprintf(actions, alen, "%s", p);
+	}
+	return 0;
+}
+
+long long t_arch_irq_count(const char *name, int cpu)
+{
+	char *p, *end;
+	int ret = t_interrupts_row(name, &p);
+
+	if (ret)
+		return ret;
+	/* A column per online CPU: @cpu is its index when all are. */
+	for (int c = 0;; c++) {
+		unsigned long long v = strtoull(p, &end, 10);
+
+		if (end == p)
+			return -ENOENT;
+		if (c == cpu)
+			return v;
+		p = end;
+	}
 }
 
 unsigned long long t_irq_total(int irq)
