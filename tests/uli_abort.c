@@ -255,7 +255,7 @@ static void storm(struct __test_metadata *_metadata, int ndev, bool long_calls)
 TEST(never_acknowledged_shares)
 {
 	static const unsigned int shares[] = { ULI_DEFAULT_SHARE, 100, 900 };
-	uint64_t quiet, left[3];
+	uint64_t quiet, left[3], r;
 	struct edu d;
 	pid_t child;
 	void *uli;
@@ -285,7 +285,11 @@ TEST(never_acknowledged_shares)
 		ack_off = 1;
 		edu_raise(&d, 1);
 		usleep(50000);		/* into the steady state */
+		/* A host stall of the vCPU only lowers a sample: the better of two. */
 		left[i] = rate(300);
+		r = rate(300);
+		if (r > left[i])
+			left[i] = r;
 		ack_off = 0;
 		edu_ack(&d, 1);
 		usleep(100000);
