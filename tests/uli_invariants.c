@@ -17,7 +17,10 @@
  *    the CPU there must not mix its registers into that state;
  *  - perf: the neighbour samples itself (cpu-clock, user mode); no sample
  *    may carry the handler's instruction pointer (a CPU-wide event, which
- *    root may open, sees the handler: the control).
+ *    root may open, sees the handler: the control).  Its task-clock does
+ *    not count the handlers' time, while another process turns an event
+ *    of the neighbour off and on all along (interrupts that reach the
+ *    handler's CPU for the neighbour's events).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -68,16 +71,19 @@ static volatile uint32_t pkru_seen;
 static volatile uint32_t *volatile page;
 static volatile uint32_t page_seen;
 
-/* TSC ticks of 100 us; t_tsc_per_ms() makes system calls, a handler may not. */
+/* TSC ticks of a SPIN; t_tsc_per_ms() makes system calls, a handler may not. */
 static uint64_t spin_ticks;
+/* TSC ticks spent in SPIN, all calls together. */
+static volatile uint64_t spin_total;
 
 /* Where a handler spends its time in SPIN: samples there are its. */
 static __attribute__((noinline, aligned(64))) void handler_spin(void)
 {
-	uint64_t end = t_rdtsc() + spin_ticks;
+	uint64_t start = t_rdtsc(), end = start + spin_ticks, now;
 
-	while (t_rdtsc() < end)
+	while ((now = t_rdtsc()) < end)
 		__asm__ volatile ("" ::: "memory");
+	spin_total += now - start;
 }
 
 static void handler(void *arg)
@@ -519,6 +525,114 @@ TEST(perf_of_neighbour)
 	EXPECT_LT(10, sh->iterations);
 	EXPECT_LT(0, sh->control) TH_LOG("the handler never ran under the sampler");
 	EXPECT_EQ(0, sh->bad);
+	ULI_destroy(uli);
+}
+
+static int task_clock(pid_t pid)
+{
+	struct perf_event_attr a = {
+		.size = sizeof(a),
+		.type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_TASK_CLOCK,
+	};
+
+	return syscall(SYS_perf_event_open, &a, pid, -1, -1, 0);
+}
+
+/*
+ * Counts its own task-clock while it spins: the count in sh->iterations,
+ * the wall-clock time in sh->control (ns).
+ */
+static void clock_neighbour(void)
+{
+	uint64_t c0, c1;
+	int64_t t0;
+	int fd = task_clock(0);
+
+	if (fd < 0 || read(fd, &c0, sizeof(c0)) != sizeof(c0)) {
+		sh->bad = (uint64_t)errno << 32;
+		sh->ready = 1;
+		_exit(3);
+	}
+	t0 = t_now_ns();
+	sh->ready = 1;
+	while (!sh->result)
+		__asm__ volatile ("" ::: "memory");
+	if (read(fd, &c1, sizeof(c1)) != sizeof(c1))
+		_exit(4);
+	sh->control = t_now_ns() - t0;
+	sh->iterations = c1 - c0;
+	_exit(0);
+}
+
+static volatile bool toggle_stop;
+
+/*
+ * Turns an event of the neighbour off and on, from the other CPU, until
+ * told to stop: each turn interrupts the neighbour's CPU if the kernel
+ * thinks the neighbour runs there (perf's task_function_call()), handlers
+ * or not.  Returns the number of turns, or 0 if it could not open one.
+ */
+static void *toggler(void *arg)
+{
+	uintptr_t turns = 0;
+	int fd = task_clock(*(pid_t *)arg);
+
+	t_pin(0);
+	if (fd < 0)
+		return NULL;
+	while (!toggle_stop) {
+		ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+		ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+		turns++;
+	}
+	close(fd);
+	return (void *)turns;
+}
+
+TEST(perf_counts_of_neighbour)
+{
+	uint64_t n = 120, done, handler_ns, lost;
+	struct uli_stats st;
+	int cpu, status = 0;
+	void *turns = NULL;
+	pthread_t thr;
+	pid_t pid;
+	void *uli = setup(_metadata, &cpu);
+
+	if (!uli)
+		return;
+	spin_ticks = 2 * t_tsc_per_ms();
+	spin_total = 0;
+	what = SPIN;
+	pid = t_spawn(cpu, clock_neighbour);
+	wait_ready();
+	toggle_stop = false;
+	ASSERT_EQ(0, pthread_create(&thr, NULL, toggler, &pid));
+	done = raise_n(n);
+	usleep(50000);
+	EXPECT_EQ(0, ULI_get_stats(uli, &st));
+	toggle_stop = true;
+	pthread_join(thr, &turns);
+	sh->result = 1;
+	if (waitpid(pid, &status, 0) != pid)
+		status = -1;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
+		SKIP(return, "perf_event_open: %s", strerror((int)(sh->bad >> 32)));
+	ASSERT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
+	EXPECT_EQ(n, done);
+	EXPECT_LT(n / 2, st.ctx_other);
+	EXPECT_NE(NULL, turns) TH_LOG("no event of the neighbour's to turn off and on");
+	handler_ns = spin_total * 1000000 / t_tsc_per_ms();
+	lost = sh->control > sh->iterations ? sh->control - sh->iterations : 0;
+	TH_LOG("%llu calls of 2 ms on the neighbour's CPU, %llu ms in all; its task-clock %llu ms of %llu ms; %llu turns of its other event",
+	       (unsigned long long)st.ctx_other, (unsigned long long)handler_ns / 1000000,
+	       (unsigned long long)sh->iterations / 1000000,
+	       (unsigned long long)sh->control / 1000000, (unsigned long long)(uintptr_t)turns);
+	/* The check has power only if the handlers took a good part. */
+	EXPECT_LT(sh->control / 10, handler_ns);
+	/* Without the handlers' time; half of it, for what else is lost. */
+	EXPECT_LT(handler_ns / 2, lost) TH_LOG("the neighbour's task-clock counted the handlers");
 	ULI_destroy(uli);
 }
 
