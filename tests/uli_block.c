@@ -68,8 +68,7 @@ FIXTURE_SETUP(blk)
 	spin_cycles = 0;
 	self->uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, variant->flags);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
-	/* Not the budget's test: a host stall of the vCPU counts against 10 ms. */
-	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(self->uli, T_LONG_BUDGET));
 }
 
 FIXTURE_TEARDOWN(blk)
@@ -161,7 +160,7 @@ TEST_F_TIMEOUT(blk, waits_for_running_handler, 120)
 	ASSERT_EQ(0, ULI_destroy(self->uli));
 	self->uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, variant->flags);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
-	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(self->uli, T_LONG_BUDGET));
 	/*
 	 * A new MSI vector may be on the other CPU: move it back.  x86
 	 * moves an interrupt at its next one, so have one first.

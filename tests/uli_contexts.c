@@ -85,8 +85,7 @@ static void run(struct __test_metadata *_metadata, int ctx)
 	uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 	upcall = !strcmp(ULI_mode(uli), "upcall");
-	/* Not the budget's test: a host stall of the vCPU counts against it. */
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 
 	target = t_irq_cpu(e.irq);
 	if (t_ncpus() < 2 && ctx != OWNER)
@@ -200,7 +199,7 @@ TEST(calls_counted_on_entry)
 	uli = ULI_register_pci(e.bdf, slow_handler, NULL, 0, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 	/* A 3 ms handler and a host stall could add up to the default. */
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 	if (t_ncpus() > 1)
 		ASSERT_EQ(0, t_pin((t_irq_cpu(e.irq) + 1) % t_ncpus()));
 

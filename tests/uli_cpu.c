@@ -150,7 +150,7 @@ static uint64_t raise_after_endless(struct __test_metadata *_metadata, void *uli
 	struct uli_stats st;
 	uint64_t n;
 
-	EXPECT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	EXPECT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 	n = raise_n(10);
 	if (n != 10 && !ULI_get_stats(uli, &st))
 		TH_LOG("calls %llu interrupts %llu deferred %llu timeouts %llu",
@@ -235,7 +235,7 @@ TEST_F(cpu, offline_online)
 		SKIP(return, "CPU 1 cannot go offline");
 	ASSERT_EQ(10, raise_n(10));
 	/* Not a budget test: stop_machine() may stall this vCPU on a busy host. */
-	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(self->uli, T_LONG_BUDGET));
 	spin_cycles = t_tsc_per_ms() / 2;	/* a handler running at offline */
 	ASSERT_EQ(0, pthread_create(&r.t, NULL, raiser_main, &r));
 	for (i = 0; i < CYCLES; i++) {

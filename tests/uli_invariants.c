@@ -134,7 +134,7 @@ static void *setup(struct __test_metadata *_metadata, int *cpu)
 		ULI_destroy(uli);
 		SKIP(return NULL, "a property of the upcall");
 	}
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull)) return NULL;
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET)) return NULL;
 	irq = ULI_irq(uli);
 	*cpu = 1;
 	ASSERT_EQ(0, t_set_irq_cpu(irq, *cpu)) return NULL;

@@ -539,7 +539,7 @@ static void end_owner(enum end_how how, unsigned int rep, int ctl, int res)
 	}
 	the_uli = uli;
 	/* Not the budget's test: a host stall must not end the owner (SIGXCPU). */
-	ULI_set_budget(uli, 1000000000ull);
+	ULI_set_budget(uli, T_LONG_BUDGET);
 	fd = t_uli_fd();
 	pid = fork();
 	if (pid == 0)
@@ -1408,7 +1408,7 @@ TEST_F_TIMEOUT(lc, registering_thread_exits, 600)
 	ASSERT_EQ(0, pthread_join(t[0], NULL));
 	ASSERT_NE(NULL, r.uli) TH_LOG("ULI_register_pci: %s", strerror(r.err));
 	/* Not the budget's test: a host stall ended this handler once (SIGXCPU). */
-	ASSERT_EQ(0, ULI_set_budget(r.uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(r.uli, T_LONG_BUDGET));
 	the_uli = r.uli;
 	/* 25 one after the other (the same cached stack), 25 at once. */
 	for (i = 0; i < 25; i++) {

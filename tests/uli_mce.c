@@ -163,7 +163,7 @@ TEST(machine_check_in_handler)
 		ULI_destroy(uli);
 		SKIP(return, "a property of the upcall");
 	}
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 	ASSERT_EQ(0, t_set_irq_cpu(ULI_irq(uli), cpu));
 	ASSERT_EQ(0, t_pin(0));
 	signal(SIGSEGV, on_segv);

@@ -76,8 +76,7 @@ FIXTURE_SETUP(mm)
 	ua = ULI_register_mmio(ea.bdf, &edu_uli_regs, handler_a, NULL, 0, NULL, 0);
 	ASSERT_NE(NULL, ua) TH_LOG("ULI_register_mmio: %s", strerror(errno));
 	EXPECT_EQ(ea.irq, ULI_irq(ua));
-	/* Not the budget's test: a host stall counts against the default. */
-	ASSERT_EQ(0, ULI_set_budget(ua, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(ua, T_LONG_BUDGET));
 }
 
 FIXTURE_TEARDOWN(mm)
@@ -267,7 +266,7 @@ TEST_F_TIMEOUT(mm, owners_end_in_a_storm, 900)
 			void *u = ULI_register_mmio(ea.bdf, &edu_uli_regs, storm_handler,
 						    NULL, 0, NULL, 0);
 
-			if (!u || ULI_set_budget(u, 1000000000ull))
+			if (!u || ULI_set_budget(u, T_LONG_BUDGET))
 				_exit(1);
 			handled_a = 0;
 			edu_raise(&ea, 1);

@@ -75,7 +75,7 @@ static void serves_again(struct __test_metadata *_metadata, int flags)
 	handled = 0;
 	uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, flags);
 	ASSERT_NE(NULL, uli) TH_LOG("register after rescan: %s", strerror(errno));
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));	/* see removed_under() */
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));	/* see removed_under() */
 	for (i = 1; i <= 20; i++)
 		ASSERT_TRUE(raise_and_wait(i)) TH_LOG("raise %d after rescan not handled", i);
 	EXPECT_EQ(0, ULI_destroy(uli));
@@ -108,7 +108,7 @@ static void removed_under(struct __test_metadata *_metadata, int flags)
 	 * default, and ended a handler here once (SIGXCPU, the debug
 	 * kernel on a loaded host).
 	 */
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 	if (strcmp(ULI_mode(uli), "upcall")) {
 		ULI_destroy(uli);
 		edu_close(&e);
@@ -180,7 +180,7 @@ TEST_F_TIMEOUT(slow, removed_in_storm, 900)
 			edu_close(&e);
 			SKIP(return, "a re-raising handler would starve the proc thread");
 		}
-		ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+		ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 		edu_raise(&e, 1);
 		ASSERT_TRUE(t_wait_count(&handled, 50, 5000));
 		ASSERT_EQ(0, remove_device(&e)) TH_LOG("rep %d", rep);
@@ -209,7 +209,7 @@ TEST_F_TIMEOUT(slow, driver_forced, 300)
 	handled = 0;
 	uli = ULI_register_pci(e.bdf, handler, NULL, 1, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, uli);
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));	/* see removed_under() */
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));	/* see removed_under() */
 	ASSERT_TRUE(raise_and_wait(1));
 
 	/*

@@ -71,7 +71,7 @@ FIXTURE_SETUP(rr)
 	 * past the default 10 ms once (the debug kernel beside a build), and
 	 * the SIGXCPU of the timeout ended the test.
 	 */
-	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(self->uli, T_LONG_BUDGET));
 }
 
 FIXTURE_TEARDOWN(rr)
@@ -155,7 +155,7 @@ TEST_F_TIMEOUT(rr, next_after_chain_ended, 120)
 	usleep(1000000);
 	self->uli = t_register(&e, handler, NULL, 0, NULL, 0, variant->flags);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
-	ASSERT_EQ(0, ULI_set_budget(self->uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(self->uli, T_LONG_BUDGET));
 	handled = 0;
 	for (i = 1; i <= 20; i++) {
 		t0 = t_now_ns();
@@ -246,7 +246,7 @@ static void *moved_register(struct __test_metadata *_metadata, int hold_ms, int 
 			       0, NULL, 0, ULI_MSI);
 	ASSERT_NE(NULL, uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
 	moved_uli = uli;
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 	*irq = t_uli_irq(uli, &e);
 	ASSERT_LE(0, *irq);
 	return uli;

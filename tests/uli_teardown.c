@@ -91,7 +91,7 @@ static void child(enum how how, int cpu, int wfd)
 	 * Not the budget's test: a host stall of the vCPU counts against the
 	 * 10 ms default, and once ended a storm handler here (SIGXCPU, CI).
 	 */
-	if (ULI_set_budget(uli, 1000000000ull))
+	if (ULI_set_budget(uli, T_LONG_BUDGET))
 		_exit(8);
 	self_raise = !strcmp(ULI_mode(uli), "upcall");
 	if (!self_raise) {
@@ -311,7 +311,7 @@ static int outside_life(void)
 	if (!uli)
 		return 10 + errno;
 	/* Not the budget's test (see child()). */
-	if (ULI_set_budget(uli, 1000000000ull))
+	if (ULI_set_budget(uli, T_LONG_BUDGET))
 		ret = 8;
 	raiser_armed = !ret;
 	if (!ret && !t_wait_count(&handled, 5, 5000))

@@ -140,7 +140,7 @@ TEST(tracers_on_during_upcalls)
 	 * the vCPU away stretches it further: only the ENDLESS calls below
 	 * may meet the budget.
 	 */
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 	base = handled;
 	mode = NORMAL;
 	for (i = 1; i <= n; i++)
@@ -164,7 +164,7 @@ TEST(tracers_on_during_upcalls)
 		ASSERT_TRUE(raise_wait(base + n + 70 + i));
 	usleep(100000);
 	mode = NORMAL;
-	ASSERT_EQ(0, ULI_set_budget(uli, 1000000000ull));
+	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
 	for (i = 1; i <= 20; i++)
 		ASSERT_TRUE(raise_wait(base + n + 75 + i)) TH_LOG("after the aborts");
 
