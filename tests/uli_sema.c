@@ -65,6 +65,7 @@ FIXTURE_SETUP(sema)
 	handled = 0;
 	self->uli = ULI_register_pci(e.bdf, handler, NULL, 2, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	ASSERT_EQ(0, ULI_set_budget(self->uli, T_LONG_BUDGET));
 	the_uli = self->uli;
 }
 

@@ -57,6 +57,7 @@ FIXTURE_SETUP(sh)
 
 	self->uli = ULI_register_pci(e4.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	ASSERT_EQ(0, ULI_set_budget(self->uli, T_LONG_BUDGET));
 	EXPECT_EQ(e4.irq, ULI_irq(self->uli));
 }
 
