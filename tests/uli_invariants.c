@@ -518,7 +518,13 @@ TEST(perf_of_neighbour)
 		SKIP(return, "perf_event_open: %s", strerror((int)(sh->bad >> 32)));
 	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
 	EXPECT_EQ(n, done);
-	EXPECT_LT(n / 2, st.ctx_other);
+	/*
+	 * Enough calls must land on the neighbour: each is two of its
+	 * sampling periods, so a quarter of them would leave some 50
+	 * samples in the handler on a kernel that sampled it.  Not more:
+	 * under threadirqs on a loaded host, 45 of 101 landed there.
+	 */
+	EXPECT_LT(n / 4, st.ctx_other);
 	TH_LOG("%llu calls of 100 us on the neighbour's CPU; it took %llu samples, %llu in the handler; the CPU's event %llu in the handler",
 	       (unsigned long long)st.ctx_other, (unsigned long long)sh->iterations,
 	       (unsigned long long)sh->bad, (unsigned long long)sh->control);
