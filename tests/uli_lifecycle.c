@@ -538,7 +538,6 @@ static void end_owner(enum end_how how, unsigned int rep, int ctl, int res)
 		_exit(write(ctl, &m, sizeof(m)) == sizeof(m) ? 1 : 2);
 	}
 	the_uli = uli;
-	/* Not the budget's test: a host stall must not end the owner (SIGXCPU). */
 	ULI_set_budget(uli, T_LONG_BUDGET);
 	fd = t_uli_fd();
 	pid = fork();
