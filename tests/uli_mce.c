@@ -2,49 +2,66 @@
 /*
  * uli_mce - a machine check raised while a handler runs.  QEMU injects
  * it (its monitor's `mce`, asked for through qemu/run's ULI-MON line) on
- * the handler's CPU: an uncorrected error that a memory scrubber found
- * (SRAO: action optional, restartable), naming a page of the owner's.
- * The architecture's bookkeeping must run before the handler is ended:
+ * the handler's CPU, naming a page of the owner's.  The architecture's
+ * bookkeeping must run before the handler is ended, and nothing of it may
+ * be charged to the task the handler interrupted:
  *
  *  - the handler is ended as by a fault, and the owner told (SIGSEGV);
  *  - the neighbour process the handler interrupted is neither killed nor
- *    signalled;
+ *    signalled, and does not run the recovery of the owner's page;
  *  - the named page is taken out of use (memory_failure(): the
- *    HardwareCorrupted count of /proc/meminfo grows by a page each time);
+ *    HardwareCorrupted count of /proc/meminfo grows by a page);
  *  - MCIP is cleared: each later injection would otherwise reset the
  *    machine.
  *
- * QEMU injects asynchronously, so a machine check can also find the CPU
- * in the kernel (an interrupt taken during the handler): that one is
- * logged and the handler runs on to its budget; the test injects again,
- * on another page.  An action-required error (SRAR) would be the more
- * telling case (do_machine_check() must then not queue the kill for the
- * interrupted task), but one that finds the kernel panics the machine,
- * as it must, and under TCG one in ten did: it is not injected here.
+ * Two kinds of error, each in a boot of its own (ULI_MCE=ao or ar):
+ *
+ *  - action optional (SRAO), a memory scrubber's: the kernel recovers
+ *    wherever it lands.  QEMU injects asynchronously, so one can find
+ *    the CPU in the kernel (an interrupt taken during the handler): it is
+ *    logged there, the handler runs on to its budget, and the test
+ *    injects again, on another page.
+ *  - action required (SRAR), a data load that consumed the bad memory,
+ *    no restart IP: do_machine_check() would queue the kill or the
+ *    recovery on current, the interrupted task.  One that finds the
+ *    kernel panics the machine, as it must (about one injection in ten
+ *    under TCG): qemu/run-tests boots again when the console says so.
  *
  * The kernel recovers from machine checks only on a CPU that offers
  * recovery: QEMU's AMD model lacks SUCCOR (every uncorrected error
- * panics), so this runs in the boot that presents an Intel CPU
- * (qemu/run-tests sets CPU= and ULI_MCE=1) and skips elsewhere.
+ * panics), so this runs in boots that present an Intel CPU (qemu/run-tests
+ * sets CPU= and ULI_MCE) and skips elsewhere.
  */
 #include <fcntl.h>
+#include <sys/klog.h>
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
 #include "helpers.h"
 
-#define N_CHECKS	2	/* machine checks that end a handler */
+#define N_CHECKS	2	/* SRAO machine checks that end a handler */
 #define N_PAGES		16	/* injections at most, one page each */
 #define PAGE		4096ul
 
 /*
  * IA32_MCi_STATUS: VAL, UC, EN, MISCV, ADDRV, S, and MCACOD 0xc0 (memory
- * scrubbing); MCG_STATUS: MCIP and RIPV; MCi_MISC: a physical address
- * whose lowest valid bit is 12.
+ * scrubbing); MCG_STATUS: MCIP and RIPV.
  */
 #define SRAO_STATUS	0xbd000000000000c0ull
 #define SRAO_MCG	0x5ull
-#define SRAO_MISC	((2ull << 6) | 12)
+/*
+ * The same plus AR, MCACOD 0x134 (data load); MCG_STATUS: MCIP and EIPV,
+ * no RIPV (the load cannot be restarted).
+ */
+#define SRAR_STATUS	0xbd80000000000134ull
+#define SRAR_MCG	0x6ull
+/* MCi_MISC: a physical address whose lowest valid bit is 12 ... */
+#define MISC_PHYS	((2ull << 6) | 12)
+/* ... or a linear one, which the kernel cannot recover a page from. */
+#define MISC_LINEAR	((1ull << 6) | 12)
+
+/* What do_machine_check()'s task work prints, on the task it runs on. */
+#define USER_ACCESS_MSG	"Uncorrected hardware memory error in user-access"
 
 struct shared {
 	volatile uint64_t ready;
@@ -109,67 +126,116 @@ static uint64_t phys_of(void *p)
  * tty's open and close may wait for every CPU (RCU), and a CPU lent to a
  * handler has no quiescent state until the handler ends.
  */
-static int inject_mce(int mon, int cpu, uint64_t addr)
+static int inject_mce(int mon, int cpu, uint64_t status, uint64_t mcg,
+		      uint64_t addr, uint64_t misc)
 {
 	char cmd[160];
 	int len;
 
 	len = snprintf(cmd, sizeof(cmd), "ULI-MON mce -b %d 1 %#llx %#llx %#llx %#llx\n",
-		       cpu, (unsigned long long)SRAO_STATUS,
-		       (unsigned long long)SRAO_MCG, (unsigned long long)addr,
-		       (unsigned long long)SRAO_MISC);
+		       cpu, (unsigned long long)status, (unsigned long long)mcg,
+		       (unsigned long long)addr, (unsigned long long)misc);
 	return write(mon, cmd, len) == len ? 0 : -1;
 }
 
-TEST(machine_check_in_handler)
+/* Whether the kernel's log holds msg. */
+static bool klog_has(const char *msg)
 {
-	uint64_t addr[N_PAGES];
-	struct uli_stats st;
-	long hw0, hw1 = 0;
+	static char buf[1 << 20];
+	int n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof(buf) - 1);
+
+	if (n < 0)
+		return false;
+	buf[n] = 0;
+	return strstr(buf, msg);
+}
+
+/* HardwareCorrupted grows to want kB: memory_failure() runs from a work item. */
+static long wait_corrupted(long want)
+{
+	long kb = -1;
+	int i;
+
+	for (i = 0; i < 5000; i++) {
+		kb = t_field_kb("/proc/meminfo", "HardwareCorrupted");
+		if (kb >= want)
+			break;
+		usleep(1000);
+	}
+	return kb;
+}
+
+/* An INTx registration and the process its calls interrupt. */
+struct ctx {
+	uint64_t addr[N_PAGES];	/* physical, of the victim's pages */
 	char *victim;
-	int status, mon, i, j, k, cpu = 1;
+	long hw0;		/* HardwareCorrupted at the start, kB */
+	int mon, cpu;
 	pid_t pid;
 	void *uli;
+};
 
-	if (!getenv("ULI_MCE"))
-		SKIP(return, "needs the boot whose host injects machine checks (ULI_MCE=1)");
+/*
+ * Whether this boot's host injects machine checks of the kind asked for,
+ * on a CPU that can recover from them.
+ */
+static const char *why_not(const char *kind)
+{
+	const char *env = getenv("ULI_MCE");
+
+	if (!env || strcmp(env, kind))
+		return "needs the boot whose host injects this kind of machine check (ULI_MCE)";
 	if (!t_cpuinfo_has("vendor_id", "GenuineIntel") ||
 	    !t_cpuinfo_has("flags", "mce") || !t_cpuinfo_has("flags", "mca"))
-		SKIP(return, "needs an Intel CPU model with MCA (QEMU's AMD one panics)");
+		return "needs an Intel CPU model with MCA (QEMU's AMD one panics)";
 	if (t_ncpus() < 2)
-		SKIP(return, "needs a second CPU for the handler");
-	hw0 = t_field_kb("/proc/meminfo", "HardwareCorrupted");
-	ASSERT_LE(0, hw0) TH_LOG("no HardwareCorrupted in /proc/meminfo (CONFIG_MEMORY_FAILURE?)");
+		return "needs a second CPU for the handler";
+	return NULL;
+}
+
+/*
+ * Register, with the calls on CPU 1 where a neighbour process spins: the
+ * handler interrupts it.  The owner stays on CPU 0.
+ */
+static void start(struct __test_metadata *_metadata, struct ctx *c)
+{
+	struct uli_stats st;
+	int i;
+
+	c->cpu = 1;
+	c->hw0 = t_field_kb("/proc/meminfo", "HardwareCorrupted");
+	ASSERT_LE(0, c->hw0) TH_LOG("no HardwareCorrupted in /proc/meminfo (CONFIG_MEMORY_FAILURE?)");
 
 	/* The pages whose memory "fails": the owner's, never touched again. */
-	victim = mmap(NULL, N_PAGES * PAGE, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, victim);
+	c->victim = mmap(NULL, N_PAGES * PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, c->victim);
 	for (i = 0; i < N_PAGES; i++) {
-		victim[i * PAGE] = 1;
-		addr[i] = phys_of(victim + i * PAGE);
-		ASSERT_NE(0, addr[i]);
+		c->victim[i * PAGE] = 1;
+		c->addr[i] = phys_of(c->victim + i * PAGE);
+		ASSERT_NE(0, c->addr[i]);
 	}
-	mon = open("/dev/ttyS2", O_WRONLY | O_NOCTTY);
-	ASSERT_LE(0, mon);
+	c->mon = open("/dev/ttyS2", O_WRONLY | O_NOCTTY);
+	ASSERT_LE(0, c->mon);
 	sh = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, sh);
 
 	ASSERT_EQ(0, edu_open(&e, EDU_SLOT_C));
 	edu_ack(&e, ~0u);
-	uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
-	ASSERT_NE(NULL, uli);
-	if (strcmp(ULI_mode(uli), "upcall")) {
-		ULI_destroy(uli);
+	c->uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
+	ASSERT_NE(NULL, c->uli);
+	if (strcmp(ULI_mode(c->uli), "upcall")) {
+		ULI_destroy(c->uli);
 		SKIP(return, "a property of the upcall");
 	}
-	ASSERT_EQ(0, ULI_set_budget(uli, T_LONG_BUDGET));
-	ASSERT_EQ(0, t_set_irq_cpu(ULI_irq(uli), cpu));
+	ASSERT_EQ(0, ULI_set_budget(c->uli, T_LONG_BUDGET));
+	ASSERT_EQ(0, t_set_irq_cpu(ULI_irq(c->uli), c->cpu));
 	ASSERT_EQ(0, t_pin(0));
 	signal(SIGSEGV, on_segv);
 	/* A late machine check ends a call at its budget: a failure, not a death. */
 	signal(SIGXCPU, SIG_IGN);
-	pid = t_spawn(cpu, neighbour);
+	c->pid = t_spawn(c->cpu, neighbour);
+	ASSERT_LT(0, c->pid);
 	while (!sh->ready)
 		usleep(1000);
 
@@ -178,60 +244,135 @@ TEST(machine_check_in_handler)
 	 * until one is handled there, so that no spinning handler borrows
 	 * this CPU.
 	 */
-	for (i = 0; i < 100 && cpu_seen != (unsigned int)cpu; i++) {
+	for (i = 0; i < 100 && cpu_seen != (unsigned int)c->cpu; i++) {
 		uint64_t n = entered;
 
 		edu_raise(&e, 1);
 		ASSERT_TRUE(t_wait_count(&entered, n + 1, 10000));
 	}
-	ASSERT_EQ(cpu, cpu_seen);
-	ASSERT_EQ(0, ULI_get_stats(uli, &st));
+	ASSERT_EQ(c->cpu, cpu_seen);
+	ASSERT_EQ(0, ULI_get_stats(c->uli, &st));
 	ASSERT_EQ(0, st.aborted_fault + st.aborted_timeout);
-
 	spin = true;
-	for (i = k = 0; i < N_CHECKS && k < N_PAGES; k++) {
-		uint64_t n = entered, s = segv;
+}
 
-		edu_raise(&e, 1);
-		ASSERT_TRUE(t_wait_count(&entered, n + 1, 10000)) TH_LOG("raise %d not handled", k);
-		ASSERT_EQ(cpu, cpu_seen);
-		ASSERT_EQ(0, inject_mce(mon, cpu, addr[k]));
-		/*
-		 * Waited for in user mode, past the budget (1 s): a system
-		 * call here could hold a lock that an interrupt on the
-		 * handler's CPU then spins on, in the kernel.
-		 */
-		if (t_wait_count(&segv, s + 1, 1500))
-			i++;
-		else
-			TH_LOG("injection %d found the handler's CPU in the kernel", k);
-		ASSERT_EQ(0, ULI_get_stats(uli, &st));
-		ASSERT_EQ(k + 1, st.aborted_fault + st.aborted_timeout);
-		EXPECT_EQ(i, st.aborted_fault);
-		/* memory_failure() runs from a work item. */
-		for (j = 0; j < 5000 && hw1 - hw0 < (long)((k + 1) * PAGE / 1024); j++) {
-			hw1 = t_field_kb("/proc/meminfo", "HardwareCorrupted");
-			usleep(1000);
-		}
-		EXPECT_EQ((k + 1) * PAGE / 1024, hw1 - hw0) TH_LOG("page %d not taken out of use", k);
+/*
+ * A raise whose call spins on the handler's CPU, and a machine check
+ * asked for there; whether the owner was told of an abort within the
+ * budget (else the machine check found that CPU in the kernel).
+ */
+static bool check_handler(struct __test_metadata *_metadata, struct ctx *c,
+			  uint64_t status, uint64_t mcg, uint64_t addr, uint64_t misc)
+{
+	uint64_t n = entered, s = segv;
+
+	edu_raise(&e, 1);
+	if (!t_wait_count(&entered, n + 1, 10000)) {
+		TH_LOG("raise not handled");
+		return false;
 	}
-	spin = false;
-	ASSERT_EQ(N_CHECKS, i) TH_LOG("%d of %d injections found a handler", i, k);
-	EXPECT_EQ(N_CHECKS, segv);
-	EXPECT_LT(0, st.ctx_other) TH_LOG("no upcall interrupted the neighbour");
+	EXPECT_EQ(c->cpu, cpu_seen);
+	EXPECT_EQ(0, inject_mce(c->mon, c->cpu, status, mcg, addr, misc));
+	/*
+	 * Waited for in user mode, past the budget (1 s): a system call here
+	 * could hold a lock that an interrupt on the handler's CPU then spins
+	 * on, in the kernel.
+	 */
+	return t_wait_count(&segv, s + 1, 1500);
+}
 
+/* The neighbour ran on and ends normally; the registration goes on. */
+static void finish(struct __test_metadata *_metadata, struct ctx *c)
+{
+	int status;
+	uint64_t i;
+
+	spin = false;
 	sh->stop = 1;
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(c->pid, waitpid(c->pid, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
 		TH_LOG("the interrupted neighbour ended with status %#x", status);
 
-	/* The registration goes on. */
 	i = entered;
 	edu_raise(&e, 1);
 	EXPECT_TRUE(t_wait_count(&entered, i + 1, 10000));
-	ULI_destroy(uli);
+	ULI_destroy(c->uli);
 	signal(SIGSEGV, SIG_DFL);
-	close(mon);
+	close(c->mon);
+}
+
+/* Action optional: recovered wherever it lands; the test retries the kernel. */
+TEST(machine_check_in_handler)
+{
+	const char *why = why_not("ao");
+	struct uli_stats st;
+	struct ctx c;
+	long hw1;
+	int i, k;
+
+	if (why)
+		SKIP(return, "%s", why);
+	start(_metadata, &c);
+	if (_metadata->exit_code == KSFT_SKIP)
+		return;
+	for (i = k = 0; i < N_CHECKS && k < N_PAGES; k++) {
+		if (check_handler(_metadata, &c, SRAO_STATUS, SRAO_MCG, c.addr[k], MISC_PHYS))
+			i++;
+		else
+			TH_LOG("injection %d found the handler's CPU in the kernel", k);
+		ASSERT_EQ(0, ULI_get_stats(c.uli, &st));
+		ASSERT_EQ(k + 1, st.aborted_fault + st.aborted_timeout);
+		EXPECT_EQ(i, st.aborted_fault);
+		hw1 = wait_corrupted(c.hw0 + (k + 1) * PAGE / 1024);
+		EXPECT_EQ((k + 1) * PAGE / 1024, hw1 - c.hw0) TH_LOG("page %d not taken out of use", k);
+	}
+	ASSERT_EQ(N_CHECKS, i) TH_LOG("%d of %d injections found a handler", i, k);
+	EXPECT_EQ(N_CHECKS, segv);
+	EXPECT_LT(0, st.ctx_other) TH_LOG("no upcall interrupted the neighbour");
+	finish(_metadata, &c);
+}
+
+/*
+ * Action required, twice: an address the kernel cannot recover a page
+ * from (mainline would kill current, here the neighbour), then one it can
+ * (mainline would recover the page from current's return to user and say
+ * so in the log).  The second also shows MCIP cleared by the first.
+ */
+TEST(action_required_in_handler)
+{
+	const char *why = why_not("ar");
+	struct uli_stats st;
+	struct ctx c;
+	long hw1;
+
+	if (why)
+		SKIP(return, "%s", why);
+	ASSERT_FALSE(klog_has(USER_ACCESS_MSG));
+	start(_metadata, &c);
+	if (_metadata->exit_code == KSFT_SKIP)
+		return;
+
+	ASSERT_TRUE(check_handler(_metadata, &c, SRAR_STATUS, SRAR_MCG, c.addr[0], MISC_LINEAR))
+		TH_LOG("the handler was not ended");
+	ASSERT_EQ(0, ULI_get_stats(c.uli, &st));
+	EXPECT_EQ(1, st.aborted_fault);
+	/* A kill queued on the neighbour would take it at its return to user, now. */
+	usleep(20000);
+	EXPECT_EQ(0, waitpid(c.pid, NULL, WNOHANG)) TH_LOG("the interrupted neighbour ended");
+
+	ASSERT_TRUE(check_handler(_metadata, &c, SRAR_STATUS, SRAR_MCG, c.addr[1], MISC_PHYS))
+		TH_LOG("the handler was not ended");
+	ASSERT_EQ(0, ULI_get_stats(c.uli, &st));
+	EXPECT_EQ(2, st.aborted_fault);
+	EXPECT_EQ(0, st.aborted_timeout);
+	EXPECT_EQ(2, segv);
+	hw1 = wait_corrupted(c.hw0 + PAGE / 1024);
+	EXPECT_EQ(PAGE / 1024, hw1 - c.hw0) TH_LOG("the page was not taken out of use");
+	EXPECT_LT(0, st.ctx_other) TH_LOG("no upcall interrupted the neighbour");
+	/* Time for a wrongly queued task work: the neighbour returns to user at every tick. */
+	usleep(100000);
+	EXPECT_FALSE(klog_has(USER_ACCESS_MSG)) TH_LOG("the neighbour ran the owner's page's recovery");
+	finish(_metadata, &c);
 }
 
 TEST_HARNESS_MAIN
