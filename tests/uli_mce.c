@@ -10,7 +10,10 @@
  *  - the neighbour process the handler interrupted is neither killed nor
  *    signalled, and does not run the recovery of the owner's page;
  *  - the named page is taken out of use (memory_failure(): the
- *    HardwareCorrupted count of /proc/meminfo grows by a page);
+ *    HardwareCorrupted count of /proc/meminfo grows by a page), out of
+ *    the owner's address space (reading it raises SIGBUS, BUS_MCEERR_AR);
+ *    an owner that asked for early kill (PR_MCE_KILL_EARLY) is sent
+ *    SIGBUS, BUS_MCEERR_AO, with the page's address;
  *  - MCIP is cleared: each later injection would otherwise reset the
  *    machine.
  *
@@ -34,6 +37,7 @@
  */
 #include <fcntl.h>
 #include <setjmp.h>
+#include <sys/prctl.h>
 #include <sys/klog.h>
 #include <sys/mman.h>
 
@@ -333,6 +337,17 @@ static int read_signals(volatile char *p)
 	return bus_code;
 }
 
+static volatile int early_code;
+static void *volatile early_addr;
+
+static void on_early_bus(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	early_code = si->si_code;
+	early_addr = si->si_addr;
+}
+
 /* The neighbour ran on and ends normally; the registration goes on. */
 static void finish(struct __test_metadata *_metadata, struct ctx *c)
 {
@@ -415,6 +430,10 @@ TEST(action_required_in_handler)
 	usleep(20000);
 	EXPECT_EQ(0, waitpid(c.pid, NULL, WNOHANG)) TH_LOG("the interrupted neighbour ended");
 
+	/* An owner that asks to be told early learns which page it lost. */
+	ASSERT_EQ(0, prctl(PR_MCE_KILL, PR_MCE_KILL_SET, PR_MCE_KILL_EARLY, 0, 0));
+	ASSERT_EQ(0, sigaction(SIGBUS, &(struct sigaction){ .sa_sigaction = on_early_bus,
+							    .sa_flags = SA_SIGINFO }, NULL));
 	ASSERT_TRUE(check_handler(_metadata, &c, true, SRAR_STATUS, SRAR_MCG, c.addr[1], MISC_PHYS))
 		TH_LOG("the handler was not ended");
 	ASSERT_EQ(0, ULI_get_stats(c.uli, &st));
@@ -425,6 +444,8 @@ TEST(action_required_in_handler)
 		       (unsigned long long)st.aborted_timeout);
 	hw1 = wait_corrupted(c.hw0 + PAGE / 1024);
 	EXPECT_EQ(PAGE / 1024, hw1 - c.hw0) TH_LOG("the page was not taken out of use");
+	EXPECT_EQ(BUS_MCEERR_AO, early_code);
+	EXPECT_EQ(c.victim + PAGE, early_addr);
 	/* ... from the owner's address space, not the neighbour's. */
 	EXPECT_EQ(BUS_MCEERR_AR, read_signals(c.victim + PAGE));
 	EXPECT_EQ(0, read_signals(c.victim));
