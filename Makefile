@@ -239,8 +239,12 @@ test: all check-install
 	@echo "PASS make demo, make shell"
 
 # At make test's PTI=off counts in both boots: the checks slow it down.
+# 4-level paging: 6.12's KASAN misjudges an interrupt that comes while
+# identify_cpu() has cleared the boot CPU's LA57 bit (a false
+# "wild-memory-access" at boot, fixed upstream after 6.12).
 test-debug: all kernel-debug
-	$(Q)ULI_TEST_N=$${ULI_TEST_N:-20000} qemu/run-tests $(KDBGIMG)
+	$(Q)ULI_TEST_N=$${ULI_TEST_N:-20000} CMDLINE="$${CMDLINE:-} no5lvl" \
+		qemu/run-tests $(KDBGIMG)
 
 # One PTI=on boot per CPU count, at make test's PTI=off counts.
 test-smp: all
