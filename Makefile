@@ -241,7 +241,7 @@ test: all check-install
 # At make test's PTI=off counts in both boots: the checks slow it down.
 # 4-level paging: 6.12's KASAN misjudges an interrupt that comes while
 # identify_cpu() has cleared the boot CPU's LA57 bit (a false
-# "wild-memory-access" at boot, fixed upstream after 6.12).
+# "wild-memory-access" at boot; a mainline bug, see DESIGN.md).
 test-debug: all kernel-debug
 	$(Q)ULI_TEST_N=$${ULI_TEST_N:-20000} CMDLINE="$${CMDLINE:-} no5lvl" \
 		qemu/run-tests $(KDBGIMG)
