@@ -48,6 +48,7 @@
 #define N_CHECKS	2	/* SRAO machine checks that end a handler */
 #define N_PAGES		16	/* injections at most, one page each */
 #define PAGE		4096ul
+#define HANDLER_CPU	1	/* the handler's and the neighbour's; the owner's is 0 */
 
 /*
  * IA32_MCi_STATUS: VAL, UC, EN, MISCV, ADDRV, S, and MCACOD 0xc0 (memory
@@ -183,7 +184,7 @@ struct ctx {
 	uint64_t addr[N_PAGES];	/* physical, of the victim's pages */
 	char *victim;
 	long hw0;		/* HardwareCorrupted at the start, kB */
-	int mon, cpu;
+	int mon;
 	pid_t pid;
 	void *uli;
 };
@@ -215,7 +216,6 @@ static void start(struct __test_metadata *_metadata, struct ctx *c)
 	struct uli_stats st;
 	int i;
 
-	c->cpu = 1;
 	c->hw0 = t_field_kb("/proc/meminfo", "HardwareCorrupted");
 	ASSERT_LE(0, c->hw0) TH_LOG("no HardwareCorrupted in /proc/meminfo (CONFIG_MEMORY_FAILURE?)");
 
@@ -242,12 +242,12 @@ static void start(struct __test_metadata *_metadata, struct ctx *c)
 		SKIP(return, "a property of the upcall");
 	}
 	ASSERT_EQ(0, ULI_set_budget(c->uli, T_LONG_BUDGET));
-	ASSERT_EQ(0, t_set_irq_cpu(ULI_irq(c->uli), c->cpu));
+	ASSERT_EQ(0, t_set_irq_cpu(ULI_irq(c->uli), HANDLER_CPU));
 	ASSERT_EQ(0, t_pin(0));
 	signal(SIGSEGV, on_segv);
 	/* A call the machine check reaches late ends at its budget: not a death. */
 	signal(SIGXCPU, on_xcpu);
-	c->pid = t_spawn(c->cpu, neighbour);
+	c->pid = t_spawn(HANDLER_CPU, neighbour);
 	ASSERT_LT(0, c->pid);
 	while (!sh->ready)
 		usleep(1000);
@@ -257,13 +257,13 @@ static void start(struct __test_metadata *_metadata, struct ctx *c)
 	 * until one is handled there, so that no spinning handler borrows
 	 * this CPU.
 	 */
-	for (i = 0; i < 100 && cpu_seen != (unsigned int)c->cpu; i++) {
+	for (i = 0; i < 100 && cpu_seen != HANDLER_CPU; i++) {
 		uint64_t n = entered;
 
 		edu_raise(&e, 1);
 		ASSERT_TRUE(t_wait_count(&entered, n + 1, 10000));
 	}
-	ASSERT_EQ(c->cpu, cpu_seen);
+	ASSERT_EQ(HANDLER_CPU, cpu_seen);
 	ASSERT_EQ(0, ULI_get_stats(c->uli, &st));
 	ASSERT_EQ(0, st.aborted_fault + st.aborted_timeout);
 	spin = true;
@@ -286,8 +286,8 @@ static bool check_handler(struct __test_metadata *_metadata, struct ctx *c, bool
 
 	edu_raise(&e, 1);
 	ASSERT_TRUE(t_wait_count(&entered, n + 1, 10000)) TH_LOG("raise not handled");
-	EXPECT_EQ(c->cpu, cpu_seen);
-	EXPECT_EQ(0, inject_mce(c->mon, c->cpu, status, mcg, addr, misc));
+	EXPECT_EQ(HANDLER_CPU, cpu_seen);
+	EXPECT_EQ(0, inject_mce(c->mon, HANDLER_CPU, status, mcg, addr, misc));
 	/*
 	 * Waited for in user mode, past the budget (1 s): a system call here
 	 * could hold a lock that an interrupt on the handler's CPU then spins
