@@ -125,14 +125,25 @@ TEST_F_TIMEOUT(msi, exact_counts, 240)
 /* Raised while nobody reads: every message counts, none lost or doubled. */
 TEST_F(msi, batched)
 {
-	int i;
+	int i, n, total = 0;
 
 	for (i = 0; i < 50; i++) {
 		edu_raise(&self->e4, 1);
 		t_msleep(1);
 	}
+	/*
+	 * A message may be counted late when the host stalls the vCPU (49 of
+	 * 50 after 20 ms once, in the PTI=off boot): take what has come for
+	 * up to 2 s, then nothing more may.
+	 */
+	for (i = 0; i < 100 && total < 50; i++) {
+		t_msleep(20);
+		n = t_irq_read4(self->fd);
+		if (n > 0)
+			total += n;
+	}
+	EXPECT_EQ(50, total);
 	t_msleep(20);
-	EXPECT_EQ(50, t_irq_read4(self->fd));
 	EXPECT_EQ(-EAGAIN, t_irq_read4(self->fd));
 	edu_ack(&self->e4, ~0u);
 }
