@@ -9,7 +9,10 @@
 #   make test         run the tests in the guest, PTI on and PTI off
 #   make test-debug   the same tests on a lockdep/KASAN kernel
 #   make test-smp     the tests on 1 and on 4 CPUs (make test runs 2)
+#   make test-rt      the tests on a PREEMPT_RT kernel (/proc method)
 #   make check-series build and boot every prefix of the patch series
+#   make check-distro-config  Debian's kernels with ULI on; what the test kernel
+#                     lacks of Debian's amd64 (make test runs it; seconds)
 #   make bench        latency benchmark in the guest: table, CSV, plot
 #   make fuzz         a long run of the ABI fuzzer (FUZZ_OPS operations)
 #   make install PREFIX=DIR   uli.h and libuli.a for outside programs
@@ -23,6 +26,7 @@ KTAR     := /usr/src/linux-source-6.12.tar.xz
 KSRC     := $(BUILD)/linux
 KOUT     := $(BUILD)/kernel
 KDBG     := $(BUILD)/kernel-debug
+KRT      := $(BUILD)/kernel-rt
 HDR      := $(BUILD)/headers
 NPROC    := $(shell nproc 2>/dev/null || echo 2)
 PREFIX   ?= /usr/local
@@ -34,7 +38,7 @@ PATCHES  := $(shell ls core-patch/*.patch arch-patches/*.patch 2>/dev/null | \
 
 DEBS     := linux-source-6.12 qemu-system-x86 busybox-static nasm gcc make bc \
             flex bison libelf-dev libssl-dev cpio xz-utils patch perl gnuplot-nox \
-            pkg-config man-db groff-base
+            pkg-config man-db groff-base gcc-multilib linux-config-6.12
 
 # CC, CFLAGS and LDFLAGS are the user's (make CC=clang CFLAGS=-O0); what
 # the project needs comes in ULI_CFLAGS and ULI_LDFLAGS.  -MMD: header
@@ -67,13 +71,16 @@ TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/*.c))
 SELFTEST := $(BUILD)/tests/selftest_uli
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 PROGS    := $(TESTS) $(SELFTEST) $(EXAMPLES)
+# The 32-bit helpers of tests/uli_compat (tests/compat), in /bin/compat in
+# the guest: not /bin/tests, whose every program the runner runs.
+COMPAT   := $(patsubst tests/compat/%.c,$(BUILD)/compat/%,$(wildcard tests/compat/*.c))
 # Guest shell scripts of the examples (uli-demo.sh), installed in /bin.
 SCRIPTS  := $(wildcard examples/*.sh)
 
 all: kernel initramfs
 
-.PHONY: all deps kernel kernel-debug headers lib progs initramfs test \
-        test-debug test-smp check-series demo shell bench fuzz install clean \
+.PHONY: all deps kernel kernel-debug kernel-rt headers lib progs initramfs test \
+        test-debug test-smp test-rt check-series demo shell bench fuzz install clean \
         distclean
 
 # --- Debian packages -----------------------------------------------------
@@ -146,8 +153,17 @@ $(KDBGIMG): $(KDBG)/.config $(BUILD)/.patched
 	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KDBG)) -j$(NPROC) bzImage
 	$(Q)touch $@
 
+$(KRT)/.config: $(BUILD)/.patched qemu/kernel.config qemu/rt.config qemu/check-config
+	$(call kconfig,$(KRT),qemu/kernel.config qemu/rt.config)
+
+$(KRT)/vmlinux: $(KRT)/.config $(BUILD)/.patched
+	@echo "  KERNEL  Linux $$($(MAKE) -s -C $(KSRC) kernelversion) PREEMPT_RT"
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KRT)) -j$(NPROC) vmlinux
+	$(Q)touch $@
+
 kernel: $(KOUT)/vmlinux
 kernel-debug: $(KDBGIMG)
+kernel-rt: $(KRT)/vmlinux
 
 # The patched uapi headers (irq_user.h, uli.h) for user space.  Not from
 # the configured kernel's tree: headers_install needs no .config, and a
@@ -209,19 +225,26 @@ $(BUILD)/examples/%: examples/%.c $(LIBHLP) $(LIBULI)
 	$(Q)$(CC) $(ULI_CFLAGS) $(CFLAGS) -o $@ $< $(LIBHLP) $(LIBULI) \
 		$(ULI_LDFLAGS) $(LDFLAGS)
 
+# Static i386 programs (gcc-multilib), for a kernel with IA32 emulation.
+$(BUILD)/compat/%: tests/compat/%.c $(wildcard tests/compat/*.h) $(HDR)/.stamp
+	@mkdir -p $(@D)
+	@echo "  CC32    $<"
+	$(Q)$(CC) -m32 -static -O2 -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE \
+		-I$(HDR)/include -o $@ $<
+
 -include $(wildcard $(BUILD)/lib/*.d $(BUILD)/helpers/*.d $(BUILD)/tests/*.d \
 		     $(BUILD)/examples/*.d)
 
-progs: $(PROGS)
+progs: $(PROGS) $(COMPAT)
 
 # --- Initramfs: busybox, init, our programs --------------------------------
 $(BUILD)/gen_init_cpio: $(BUILD)/.extracted
 	$(Q)$(CC) -O2 -o $@ $(KSRC)/usr/gen_init_cpio.c
 
 $(BUILD)/initramfs.cpio: $(BUILD)/gen_init_cpio qemu/init qemu/initramfs-list \
-		tests/run-tests $(PROGS) $(SCRIPTS) /bin/busybox
+		tests/run-tests $(PROGS) $(COMPAT) $(SCRIPTS) /bin/busybox
 	@echo "  CPIO    $@"
-	$(Q)qemu/initramfs-list $(BUILD) $(PROGS) $(SCRIPTS) > $(BUILD)/initramfs.list
+	$(Q)qemu/initramfs-list $(BUILD) $(PROGS) $(COMPAT) $(SCRIPTS) > $(BUILD)/initramfs.list
 	$(Q)$(BUILD)/gen_init_cpio $(BUILD)/initramfs.list > $@
 
 initramfs: $(BUILD)/initramfs.cpio
@@ -230,6 +253,7 @@ initramfs: $(BUILD)/initramfs.cpio
 # The guest suite, then what users run first: the installed library
 # with pkg-config, make demo and make shell, as smoke tests.
 test: all check-install
+	$(Q)qemu/check-distro-config $(KOUT)/.config
 	$(Q)qemu/run-tests $(KOUT)/vmlinux
 	@echo "=== make demo, make shell"
 	$(Q)qemu/run --exec 'uli-demo.sh' > $(BUILD)/demo.log 2>&1 || \
@@ -253,10 +277,25 @@ test-smp: all
 			qemu/run-tests $(KOUT)/vmlinux || exit 1; \
 	done
 
+# PREEMPT_RT: /dev/uli refuses registrations there (DESIGN.md), so the
+# ULI tests run with libuli's /proc method, and uli_unsupported checks
+# the refusal; one boot, PTI on, at make test's PTI=off counts.
+test-rt: all $(KRT)/vmlinux
+	$(Q)PTIS=on EXTRA_BOOTS=0 GUEST_ENV=ULI_MODE=proc \
+		ULI_TEST_N=$${ULI_TEST_N:-20000} qemu/run-tests $(KRT)/vmlinux
+
 # Every prefix of the series applied, checkpatch'ed, built and booted
 # (qemu/check-series); the initramfs is the whole series' user space.
 check-series: initramfs
 	$(Q)qemu/check-series
+
+# Debian's configurations (linux-config-6.12) must keep GENERIC_IRQ_USER
+# and ULI through olddefconfig, and what Debian's amd64 kernel sets under
+# arch/x86, kernel, mm and init must be in the test kernel or, with a
+# reason, in qemu/distro-config.allow.  Kconfig only: seconds.
+.PHONY: check-distro-config
+check-distro-config: $(KOUT)/.config
+	$(Q)qemu/check-distro-config $(KOUT)/.config
 
 # examples/uli-demo.c's steps, then a latency table from uli-bench
 # (examples/uli-demo.sh); non-zero exit if any step fails.
@@ -330,7 +369,8 @@ check-install:
 	@echo "  OK      check-install"
 
 clean:
-	rm -rf $(BUILD)/lib $(BUILD)/helpers $(BUILD)/tests $(BUILD)/examples $(BUILD)/initramfs.*
+	rm -rf $(BUILD)/lib $(BUILD)/helpers $(BUILD)/tests $(BUILD)/examples $(BUILD)/compat \
+		$(BUILD)/initramfs.*
 
 distclean:
 	rm -rf $(BUILD)
