@@ -903,8 +903,11 @@ static const char *const priv_why[] = {
 TEST_F(lc, privilege_at_use)
 {
 	int status, code;
-	pid_t pid = fork();
+	pid_t pid;
 
+	if (!t_uli_offered())
+		SKIP(return, "this kernel refuses registrations (uli_unsupported)");
+	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		struct uli_register r;
@@ -1070,8 +1073,11 @@ static int memlock_child(void)
 TEST_F_TIMEOUT(lc, memlock_limit, 120)
 {
 	int status, code;
-	pid_t pid = fork();
+	pid_t pid;
 
+	if (!t_uli_offered())
+		SKIP(return, "this kernel refuses registrations (uli_unsupported)");
+	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1100,6 +1106,8 @@ TEST_F(lc, pin_errors)
 	long pin0;
 	pid_t pid;
 
+	if (!t_uli_offered())
+		SKIP(return, "this kernel refuses registrations (uli_unsupported)");
 	ASSERT_TRUE(stack && hole && ro && many);
 	fd = open("/dev/uli", O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, fd);

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/uli.h>
 
 #include "helpers.h"
 
@@ -223,6 +224,19 @@ uint64_t t_raise_each(const struct edu *e, volatile uint64_t *handled,
 			break;
 	}
 	return i;
+}
+
+bool t_uli_offered(void)
+{
+	struct uli_register r = { 0 };	/* source 0: EINVAL where offered */
+	int fd = open("/dev/uli", O_RDWR | O_CLOEXEC);
+	bool offered;
+
+	if (fd < 0)
+		return false;
+	offered = !(ioctl(fd, ULI_IOC_REGISTER, &r) && errno == EOPNOTSUPP);
+	close(fd);
+	return offered;
 }
 
 int t_registrations(void)

@@ -226,6 +226,11 @@ bool t_upcall_mode(void);
 int t_uli_fd(void);
 /* Registrations listed in /sys/kernel/debug/uli, or -1. */
 int t_registrations(void);
+/*
+ * Does this kernel run handlers?  False without /dev/uli, and where it
+ * refuses every registration with EOPNOTSUPP (PREEMPT_RT, some guests).
+ */
+bool t_uli_offered(void);
 /* Spin until *counter reaches want; false after timeout_ms. */
 bool t_wait_count(volatile uint64_t *counter, uint64_t want,
 		  unsigned int timeout_ms);
