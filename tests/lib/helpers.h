@@ -102,7 +102,10 @@ long t_status_kb(pid_t pid, const char *key);
  * kB above what is in use, differently from one reading to the next.
  */
 void t_shrink_slabs(void);
-/* A /proc/meminfo value in kB, after caches were dropped, or -1. */
+/*
+ * A /proc/meminfo value in kB, or -1, after caches were dropped and RCU's
+ * lazy frees flushed: once two readings 50 ms apart agree.
+ */
 long t_meminfo_kb(const char *key);
 /*
  * The first "key : value" line of /proc/cpuinfo whose key starts with
