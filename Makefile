@@ -141,25 +141,26 @@ $(KOUT)/.config: $(BUILD)/.patched qemu/kernel.config qemu/check-config
 $(KDBG)/.config: $(BUILD)/.patched qemu/kernel.config qemu/debug.config qemu/check-config
 	$(call kconfig,$(KDBG),qemu/kernel.config qemu/debug.config)
 
-$(KOUT)/vmlinux: $(KOUT)/.config $(BUILD)/.patched
-	@echo "  KERNEL  Linux $$($(MAKE) -s -C $(KSRC) kernelversion) (from $(KTAR))"
-	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KOUT)) -j$(NPROC) vmlinux
+# kbuild DIR TARGET WHAT: build TARGET of the configured tree in DIR.
+define kbuild
+	@echo "  KERNEL  Linux $$($(MAKE) -s -C $(KSRC) kernelversion) $(3)"
+	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(1)) -j$(NPROC) $(2)
 	$(Q)touch $@
+endef
+
+$(KOUT)/vmlinux: $(KOUT)/.config $(BUILD)/.patched
+	$(call kbuild,$(KOUT),vmlinux,(from $(KTAR)))
 
 # A bzImage: the KASAN kernel does not boot through PVH (qemu/debug.config).
 KDBGIMG  := $(KDBG)/arch/x86/boot/bzImage
 $(KDBGIMG): $(KDBG)/.config $(BUILD)/.patched
-	@echo "  KERNEL  Linux $$($(MAKE) -s -C $(KSRC) kernelversion) debug"
-	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KDBG)) -j$(NPROC) bzImage
-	$(Q)touch $@
+	$(call kbuild,$(KDBG),bzImage,debug)
 
 $(KRT)/.config: $(BUILD)/.patched qemu/kernel.config qemu/rt.config qemu/check-config
 	$(call kconfig,$(KRT),qemu/kernel.config qemu/rt.config)
 
 $(KRT)/vmlinux: $(KRT)/.config $(BUILD)/.patched
-	@echo "  KERNEL  Linux $$($(MAKE) -s -C $(KSRC) kernelversion) PREEMPT_RT"
-	$(Q)$(MAKE) -s -C $(KSRC) O=$(abspath $(KRT)) -j$(NPROC) vmlinux
-	$(Q)touch $@
+	$(call kbuild,$(KRT),vmlinux,PREEMPT_RT)
 
 kernel: $(KOUT)/vmlinux
 kernel-debug: $(KDBGIMG)
