@@ -6,13 +6,16 @@
  * on /proc/irq/N/irq and calls the handler for each batch of interrupts.
  * A blocked registration stops reading the line (the device stays quiet,
  * masked by the kernel) until ULI_unblock_intr().  The handler has its
- * thread's TLS, its own.  Semaphores are futexes in our own memory.  A
- * fork child inherits no registration: its copy of the file is closed at
- * the fork (else it would keep the line claimed after the owner's end),
- * and its copy of the handle is inert.
+ * thread's TLS, its own.  Semaphores are futexes in our own memory;
+ * ULI_destroy() ends the sleeps on them with ENODEV, as the kernel's
+ * teardown does, and frees them once no sleeper is left.  A fork child
+ * inherits no registration: its copy of the file is closed at the fork
+ * (else it would keep the line claimed after the owner's end), and its
+ * copy of the handle is inert.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -44,22 +47,76 @@ static int __uli_futex(atomic_uint *addr, int op, unsigned int val)
 	return syscall(SYS_futex, addr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
 }
 
-/* As the kernel's semaphore: 0 with one post taken, or -EINTR. */
+/* In u->sleepers: ULI_destroy() waits for the count to drop to 0. */
+#define ULI_SLEEPERS_WAITED	0x80000000u
+
+/*
+ * As the kernel's semaphore: 0 with one post taken, -EINTR, or -ENODEV
+ * once ULI_destroy() has ended the registration (a post taken as it
+ * ends included, as in the kernel).  Counted in u->sleepers from before
+ * it looks at u->dead to after its last access to u: ULI_destroy() frees
+ * the semaphores and the handle only when none is left.
+ */
 static int __uli_proc_sleep(struct uli *u, int sema)
 {
 	atomic_uint *c;
 	unsigned int v;
+	int ret;
 
 	if (u->inherited)
 		return -ENODEV;
+	atomic_fetch_add(&u->sleepers, 1);
 	c = &u->semas[sema];
 	for (;;) {
+		if (atomic_load(&u->dead)) {
+			ret = -ENODEV;
+			break;
+		}
 		v = atomic_load(c);
-		while (v)
-			if (atomic_compare_exchange_weak(c, &v, v - 1))
-				return 0;
-		if (__uli_futex(c, FUTEX_WAIT, 0) && errno == EINTR)
-			return -EINTR;
+		while (v && !atomic_compare_exchange_weak(c, &v, v - 1))
+			;
+		if (v) {
+			ret = atomic_load(&u->dead) ? -ENODEV : 0;
+			break;
+		}
+		/* Only on 0: __uli_proc_end_sleeps() makes every count non-zero. */
+		if (__uli_futex(c, FUTEX_WAIT, 0) && errno == EINTR) {
+			ret = -EINTR;
+			break;
+		}
+	}
+	/*
+	 * The last access to u.  The wakeup may find u unmapped already: a
+	 * private futex's wakeup does not touch the memory, and a waiter on
+	 * whatever is mapped there by then wakes spuriously, as futex
+	 * waiters may.
+	 */
+	if (atomic_fetch_sub(&u->sleepers, 1) == (ULI_SLEEPERS_WAITED | 1))
+		__uli_futex(&u->sleepers, FUTEX_WAKE, 1);
+	return ret;
+}
+
+/*
+ * ULI_destroy(), the source released: end the owner's sleeps with
+ * ENODEV, as the kernel's teardown does, then wait until no thread is
+ * left in __uli_proc_sleep().  A sleeper finds u->dead before it waits,
+ * or its futex wait returns at once (its count is no longer 0) or is
+ * woken here; each looks at u->dead again.
+ */
+static void __uli_proc_end_sleeps(struct uli *u)
+{
+	unsigned int v;
+	int i;
+
+	atomic_store(&u->dead, 1);
+	for (i = 0; i < u->nsemas; i++) {
+		atomic_fetch_or(&u->semas[i], 1);
+		__uli_futex(&u->semas[i], FUTEX_WAKE, INT_MAX);
+	}
+	v = atomic_fetch_or(&u->sleepers, ULI_SLEEPERS_WAITED) | ULI_SLEEPERS_WAITED;
+	while (v != ULI_SLEEPERS_WAITED) {
+		__uli_futex(&u->sleepers, FUTEX_WAIT, v);
+		v = atomic_load(&u->sleepers);
 	}
 }
 
@@ -67,7 +124,7 @@ static int __uli_proc_wakeup(struct uli *u, int sema)
 {
 	if (sema < 0 || sema >= u->nsemas)
 		return -EINVAL;
-	if (u->inherited)
+	if (u->inherited || atomic_load(&u->dead))
 		return -ENODEV;
 	atomic_fetch_add(&u->semas[sema], 1);
 	__uli_futex(&u->semas[sema], FUTEX_WAKE, 1);
@@ -275,6 +332,9 @@ static void __uli_proc_stop(struct uli *u)
 	if (u->fd >= 0)
 		close(u->fd);
 	u->fd = -1;
+	/* A fork child's copy has no sleepers: its sleep() fails at once. */
+	if (u->semas && !u->inherited)
+		__uli_proc_end_sleeps(u);
 	free(u->semas);
 	u->semas = NULL;
 }

@@ -239,16 +239,77 @@ void *ULI_register_irq(int irq, uli_func_t func, void *arg,
 	return __uli_start(u, NULL);
 }
 
-/* "DDDD:BB:DD.F" or "BB:DD.F", enabled so that its INTx is routed. */
+/*
+ * One field of a PCI address: 1 to @width hex digits, then @sep (NUL for
+ * the last one); past @sep, or NULL.  The digits are counted before
+ * strtoul() reads them: it, like sscanf()'s %x, also takes leading
+ * spaces, a sign and "0x", even a "0x" with no digit after it, as 0
+ * (which made "0000:00:05.0x" function 0).
+ */
+static const char *__uli_hex_field(const char *s, size_t width, char sep,
+				   unsigned int *val)
+{
+	size_t n = strspn(s, "0123456789abcdefABCDEF");
+	char *end;
+
+	if (!n || n > width || s[n] != sep)
+		return NULL;
+	*val = strtoul(s, &end, 16);
+	return end == s + n ? end + 1 : NULL;
+}
+
+/*
+ * A PCI address as the kernel names its devices, "DDDD:BB:SS.F", or
+ * "BB:SS.F" in domain 0: hex digits, at most as many as there (4, 2, 2
+ * and 1), a slot up to 0x1f, a function up to 7, and nothing else.
+ */
+static int __uli_parse_bdf(const char *s, unsigned int *dom, unsigned int *bus,
+			   unsigned int *slot, unsigned int *fn)
+{
+	const char *p;
+
+	if (!s)
+		return -EINVAL;
+	p = __uli_hex_field(s, 4, ':', dom);
+	if (p)
+		p = __uli_hex_field(p, 2, ':', bus);
+	if (!p) {			/* "BB:SS.F" */
+		*dom = 0;
+		p = __uli_hex_field(s, 2, ':', bus);
+	}
+	if (p)
+		p = __uli_hex_field(p, 2, '.', slot);
+	if (p)
+		p = __uli_hex_field(p, 1, '\0', fn);
+	return p && *slot <= 0x1f && *fn <= 7 ? 0 : -EINVAL;
+}
+
+/*
+ * The line in a device's sysfs "irq": decimal digits and a newline, as
+ * the kernel writes it; 0 is no line.
+ */
+static int __uli_parse_irq(const char *s, int *irq)
+{
+	size_t n = strspn(s, "0123456789");
+	unsigned long v;
+
+	if (!n || n > 10 || (s[n] && strcmp(s + n, "\n")))
+		return -EIO;
+	v = strtoul(s, NULL, 10);
+	if (v > INT_MAX)
+		return -EIO;
+	*irq = (int)v;
+	return v ? 0 : -ENODEV;
+}
+
+/* "DDDD:BB:SS.F" or "BB:SS.F", enabled so that its INTx is routed. */
 static int __uli_pci_lookup(const char *bdf, struct irq_user_dev *dev, int *irq)
 {
-	unsigned int dom = 0, bus, slot, fn;
-	char path[128], buf[16], end;
+	unsigned int dom, bus, slot, fn;
+	char path[128], buf[16];
 	int fd, n;
 
-	if (!bdf || (sscanf(bdf, "%x:%x:%x.%x%c", &dom, &bus, &slot, &fn, &end) != 4 &&
-		     (dom = 0, sscanf(bdf, "%x:%x.%x%c", &bus, &slot, &fn, &end) != 3)) ||
-	    dom > 0xffff || bus > 0xff || slot > 0x1f || fn > 7)
+	if (__uli_parse_bdf(bdf, &dom, &bus, &slot, &fn))
 		return -EINVAL;
 	memset(dev, 0, sizeof(*dev));
 	dev->type = IRQ_USER_DEV_PCI_INTX;
@@ -275,8 +336,7 @@ static int __uli_pci_lookup(const char *bdf, struct irq_user_dev *dev, int *irq)
 	if (n <= 0)
 		return -EIO;
 	buf[n] = 0;
-	*irq = atoi(buf);
-	return *irq > 0 ? 0 : -ENODEV;
+	return __uli_parse_irq(buf, irq);
 }
 
 /* ULI_register_pci(), and ULI_register_mmio() with @regs (@flags 0). */

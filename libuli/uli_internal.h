@@ -78,6 +78,8 @@ struct uli {
 	pthread_t thread;
 	bool thread_started;
 	atomic_int stop, blocked, running;
+	atomic_int dead;		/* ended: sleep() and wakeup() fail */
+	atomic_uint sleepers;		/* threads in sleep(), | ULI_SLEEPERS_WAITED */
 	atomic_uint pending;
 	atomic_uint_fast64_t calls, interrupts, max_ns;
 	struct uli_page page;		/* what *shared is: the batch's stamp, status */

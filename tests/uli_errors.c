@@ -6,7 +6,9 @@
  * page, a device that a kernel driver or another registration holds, a
  * line a non-sharing user holds, and the missing capability.  After each
  * refusal the line has no new action, the device's DisINTx bit is as it
- * was, and the same file still registers.
+ * was, and the same file still registers.  libuli, in both methods,
+ * refuses a stack it cannot make resident, bad arguments and malformed
+ * PCI addresses before it touches the device.
  */
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -519,6 +521,106 @@ TEST_F(err, libuli_args_before_device)
 	EXPECT_EQ(EINVAL, errno);
 	ASSERT_LT(0, t_read_file(path, after, sizeof(after)));
 	EXPECT_STREQ(before, after);
+}
+
+/*
+ * libuli reads a PCI address as the kernel names its devices,
+ * "DDDD:BB:SS.F" or "BB:SS.F", hex digits, at most 4, 2, 2 and 1 of
+ * them, and nothing else.  Each of these, all close to edu@5's name,
+ * is EINVAL from both functions in both methods, before the device is
+ * touched: no registration, nothing on the line, the enable count as it
+ * was.
+ */
+static const char *const bad_bdfs[] = {
+	"", ":", ":.", "::.",
+	"0000:00:05.0x",	/* sscanf()'s %x reads "0x" as 0 */
+	"0000:00:05.0 ", "0000:00:05.0\n", "0000:00:05.0.0", "0000:00:05.0:",
+	"0000:00:05.00", "0000:00:05.", "0000:00:05", "0000:00:.0",
+	"0000::05.0", ":00:05.0", "00:05.0x", "00:05", "05.0", "5",
+	"0000:00:20.0", "0000:00:ff.0", "0000:00:05.8", "0000:00:05.f",
+	"10000:00:05.0", "00000:00:05.0", "0000:100:05.0", "0000:000:05.0",
+	"0000:00:005.0", "000:05.0", "0:0:0:05.0",
+	" 0000:00:05.0", "0000: 00:05.0", "0000:00: 5.0", "0000:00:05. 0",
+	"+0000:00:05.0", "0000:+0:05.0", "0000:00:-5.0", "0000:00:05.+0",
+	"0x0:00:05.0", "0000:0x:05.0", "0000:00:0x5.0", "0000:00:05.0x0",
+	"00:0x5.0", "0X0:00:05.0",
+	"g000:00:05.0", "0000:0g:05.0", "0000;00:05.0", "0000:00.05.0",
+	"0000:00:05:0", "0000-00-05.0",
+};
+
+/* Nothing of a registration anywhere: none listed, none on the line. */
+static bool none_made(const struct edu *e, int regs)
+{
+	return t_registrations() == regs && !t_irq_has_action(e->irq, "uli") &&
+	       !t_irq_has_action(e->irq, t_irq_user_name());
+}
+
+TEST_F(err, libuli_bad_address)
+{
+	char path[96], before[16] = "", after[16] = "";
+	int regs = t_registrations();
+	unsigned int i;
+	void *u;
+
+	ASSERT_STREQ("0000:00:05.0", self->e.bdf);	/* what bad_bdfs[] spoil */
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/enable", self->e.bdf);
+	ASSERT_LT(0, t_read_file(path, before, sizeof(before)));
+	for (i = 0; i < ARRAY_SIZE(bad_bdfs); i++) {
+		errno = 0;
+		u = ULI_register_pci(bad_bdfs[i], handler, NULL, 0, NULL, 0, ULI_INTX);
+		EXPECT_EQ(NULL, u) TH_LOG("ULI_register_pci(\"%s\") registered", bad_bdfs[i]);
+		EXPECT_EQ(EINVAL, errno) TH_LOG("ULI_register_pci(\"%s\"): %s",
+						bad_bdfs[i], strerror(errno));
+		if (u)
+			ULI_destroy(u);
+		errno = 0;
+		u = ULI_register_mmio(bad_bdfs[i], &edu_uli_regs, handler, NULL, 0, NULL, 0);
+		EXPECT_EQ(NULL, u) TH_LOG("ULI_register_mmio(\"%s\") registered", bad_bdfs[i]);
+		EXPECT_EQ(EINVAL, errno) TH_LOG("ULI_register_mmio(\"%s\"): %s",
+						bad_bdfs[i], strerror(errno));
+		if (u)
+			ULI_destroy(u);
+		EXPECT_TRUE(none_made(&self->e, regs)) TH_LOG("\"%s\" left something", bad_bdfs[i]);
+	}
+	ASSERT_LT(0, t_read_file(path, after, sizeof(after)));
+	EXPECT_STREQ(before, after);
+	EXPECT_EQ(NULL, ULI_register_pci(NULL, handler, NULL, 0, NULL, 0, ULI_INTX));
+	EXPECT_EQ(EINVAL, errno);
+}
+
+/*
+ * The names that are edu@5's register it, in both forms and with fewer
+ * digits; well-formed names of devices that are not there, hex letters
+ * in either case, are ENODEV.
+ */
+TEST_F(err, libuli_good_address)
+{
+	static const char *const good[] = {
+		"0000:00:05.0", "00:05.0", "0:0:5.0", "000:00:05.0", "00:5.0",
+	};
+	static const char *const absent[] = {
+		"0000:00:1f.7", "0000:00:1F.7", "00:1f.7", "ffff:ff:1f.7",
+		"FFFF:FF:1F.7", "0000:00:0a.0", "0000:00:0C.0", "abcd:ef:10.6",
+	};
+	unsigned int i;
+	void *u;
+
+	for (i = 0; i < ARRAY_SIZE(good); i++) {
+		u = ULI_register_pci(good[i], handler, NULL, 0, NULL, 0, ULI_INTX);
+		ASSERT_NE(NULL, u) TH_LOG("ULI_register_pci(\"%s\"): %s", good[i], strerror(errno));
+		EXPECT_EQ(self->e.irq, ULI_irq(u)) TH_LOG("\"%s\"", good[i]);
+		EXPECT_EQ(0, ULI_destroy(u));
+		u = ULI_register_mmio(good[i], &edu_uli_regs, handler, NULL, 0, NULL, 0);
+		ASSERT_NE(NULL, u) TH_LOG("ULI_register_mmio(\"%s\"): %s",
+					  good[i], strerror(errno));
+		EXPECT_EQ(self->e.irq, ULI_irq(u)) TH_LOG("\"%s\"", good[i]);
+		EXPECT_EQ(0, ULI_destroy(u));
+	}
+	for (i = 0; i < ARRAY_SIZE(absent); i++) {
+		errno = 0;
+		EXPECT_EQ(NULL, ULI_register_pci(absent[i], handler, NULL, 0, NULL, 0, ULI_INTX));
+		EXPECT_EQ(ENODEV, errno) TH_LOG("\"%s\": %s", absent[i], strerror(errno));
+	}
 }
 
 TEST_HARNESS_MAIN

@@ -5,14 +5,18 @@
  * latched; N handler posts wake a sleeping thread exactly N times (no
  * post lost or invented); a post from the handler is an allowed call, not
  * an abort; a bad semaphore number is EINVAL, from a thread or from the
- * handler, and changes nothing; a signal ends a sleep with EINTR.
+ * handler, and changes nothing; a signal ends a sleep with EINTR; the
+ * owner's ULI_destroy() ends its threads' sleeps with ENODEV.
  */
 #include <pthread.h>
+#include <sys/syscall.h>
 
 #include "kselftest_harness.h"
 #include "helpers.h"
 
 #define N_POSTS		t_test_n(10)
+/* How soon ULI_destroy() must have ended a sleep on the registration. */
+#define DESTROY_WAKE_MS	500
 
 static struct edu e;
 static volatile uint64_t handled;
@@ -35,6 +39,8 @@ struct sleeper {
 	volatile uint64_t took;		/* sleeps that returned 0 */
 	volatile uint64_t early;	/* ... that returned -1 */
 	volatile int err;
+	volatile pid_t tid;
+	volatile uint64_t end_ns;	/* when a sleep last returned -1 */
 	pthread_t thr;
 };
 
@@ -42,10 +48,12 @@ static void *sleeper_fn(void *arg)
 {
 	struct sleeper *s = arg;
 
+	s->tid = gettid();
 	while (s->took < s->want) {
 		if (ULI_sleep(s->uli, s->sema) == 0) {
 			s->took++;
 		} else {
+			s->end_ns = t_now_ns();
 			s->err = errno;
 			s->early++;
 			if (errno != EINTR)
@@ -229,6 +237,56 @@ TEST_F(sema, interrupted_by_signal)
 	EXPECT_TRUE(t_wait_count(&s.took, 1, 2000));
 	pthread_join(s.thr, NULL);
 	signal(SIGUSR1, SIG_DFL);
+}
+
+/*
+ * The owner's ULI_destroy() ends the sleeps of its other threads on the
+ * registration, whichever semaphore: each returns -1 with ENODEV at once,
+ * having taken no post, as a fork child's or a receiver's does (in
+ * uli_lifecycle); and the device is free for a new registration.
+ */
+TEST_F(sema, destroy_ends_sleeps)
+{
+	struct sleeper s[3] = {
+		{ .uli = self->uli, .sema = 0, .want = 1 },
+		{ .uli = self->uli, .sema = 0, .want = 1 },
+		{ .uli = self->uli, .sema = 1, .want = 1 },
+	};
+	/* Where a sleep waits: the kernel's semaphore, or libuli's futex. */
+	long nr = t_upcall_mode() ? SYS_ioctl : SYS_futex;
+	uint64_t t0;
+	int64_t ms;
+	int i, j;
+
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, pthread_create(&s[i].thr, NULL, sleeper_fn, &s[i]));
+		for (j = 0; j < 2000 && !s[i].tid; j++)
+			t_msleep(1);
+		ASSERT_NE(0, s[i].tid);
+		ASSERT_TRUE(t_wait_blocked(s[i].tid, nr, 2000))
+			TH_LOG("sleeper %d not asleep in syscall %ld", i, nr);
+	}
+	t0 = t_now_ns();
+	ASSERT_EQ(0, ULI_destroy(self->uli));
+	self->uli = NULL;
+	for (i = 0; i < 3; i++) {
+		EXPECT_TRUE(t_wait_count(&s[i].early, 1, 2000))
+			TH_LOG("sleeper %d (sema %d) still asleep 2 s after ULI_destroy()",
+			       i, s[i].sema);
+		if (!s[i].early)
+			continue;	/* not to be joined: the process's exit ends it */
+		pthread_join(s[i].thr, NULL);
+		EXPECT_EQ(ENODEV, s[i].err) TH_LOG("sleeper %d: %s", i, strerror(s[i].err));
+		EXPECT_EQ(0, s[i].took);
+		ms = (int64_t)(s[i].end_ns - t0) / 1000000;
+		EXPECT_GT(DESTROY_WAKE_MS, ms) TH_LOG("sleeper %d woke %lld ms after ULI_destroy()",
+						      i, (long long)ms);
+	}
+
+	self->uli = ULI_register_pci(e.bdf, handler, NULL, 2, NULL, 0, ULI_INTX);
+	ASSERT_NE(NULL, self->uli) TH_LOG("ULI_register_pci after ULI_destroy: %s",
+					  strerror(errno));
+	the_uli = self->uli;
 }
 
 TEST_HARNESS_MAIN
