@@ -278,11 +278,10 @@ test-smp: all
 			qemu/run-tests $(KOUT)/vmlinux || exit 1; \
 	done
 
-# PREEMPT_RT: /dev/uli refuses registrations there (DESIGN.md), so the
-# ULI tests run with libuli's /proc method, and uli_unsupported checks
-# the refusal; one boot, PTI on, at make test's PTI=off counts.
+# PREEMPT_RT: the whole suite, both methods, one boot with PTI on, at
+# make test's PTI=off counts.
 test-rt: all $(KRT)/vmlinux
-	$(Q)PTIS=on EXTRA_BOOTS=0 GUEST_ENV=ULI_MODE=proc \
+	$(Q)PTIS=on EXTRA_BOOTS=0 \
 		ULI_TEST_N=$${ULI_TEST_N:-20000} qemu/run-tests $(KRT)/vmlinux
 
 # Every prefix of the series applied, checkpatch'ed, built and booted

@@ -36,7 +36,11 @@
  * and zero elsewhere: no dynamic thread vector (0x08), so dynamic TLS
  * (a dlopen()ed module's, or general-dynamic access through
  * __tls_get_addr()) is not for handlers: it faults, and aborts the
- * handler.  Nor is the block a glibc thread (no tid, no rseq area).
+ * handler.  Nor is the block a glibc thread: no tid, and its rseq area
+ * is registered with no kernel; its CPU number says "uninitialized", so
+ * that sched_getcpu() asks the vDSO (RDPID or the CPU's segment limit),
+ * which gives the handler's CPU, where a zero would have been taken for
+ * CPU 0.
  */
 #include <elf.h>
 #include <errno.h>
@@ -48,6 +52,9 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#if __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#endif
 
 #include "uli_internal.h"
 
@@ -141,6 +148,22 @@ static int __uli_tls_cb(struct dl_phdr_info *i, size_t size, void *data)
 	return 0;
 }
 
+/* The rseq area of the block at @fsbase in [@p, @p + @size): no CPU yet. */
+static void __uli_tls_rseq(uintptr_t fsbase, void *p, size_t size)
+{
+#ifdef RSEQ_SIG
+	uintptr_t a = fsbase + __rseq_offset;
+
+	if (!__rseq_size || a < (uintptr_t)p ||
+	    a + sizeof(struct rseq) > (uintptr_t)p + size)
+		return;
+	((struct rseq *)a)->cpu_id_start = 0;
+	((struct rseq *)a)->cpu_id = RSEQ_CPU_ID_UNINITIALIZED;
+#else
+	(void)fsbase, (void)p, (void)size;
+#endif
+}
+
 int __uli_tls_create(struct uli *u)
 {
 	struct __uli_tls_walk w = { .align = ULI_TCB_ALIGN, .first = true };
@@ -169,6 +192,7 @@ int __uli_tls_create(struct uli *u)
 	tcb[0x10 / 8] = w.fsbase;
 	tcb[0x28 / 8] = guard;
 	tcb[0x30 / 8] = pguard;
+	__uli_tls_rseq(w.fsbase, p, size);
 
 	u->tls = p;
 	u->tls_size = size;

@@ -893,12 +893,21 @@ static const char *const priv_why[] = {
 	[7] = "IRQ_USER_SET_DEVICE with CAP_SYS_RAWIO failed",
 	[8] = "ULI_IOC_REGISTER with CAP_SYS_RAWIO failed",
 	[9] = "stack",
+	[10] = "dropping CAP_SYS_RAWIO after registering",
+	[11] = "ULI_IOC_SET_BUDGET without CAP_SYS_RAWIO: not EPERM",
+	[12] = "ULI_IOC_SET_SHARE without CAP_SYS_RAWIO: not EPERM",
+	[13] = "WAKEUP, SLEEP, BLOCK, UNBLOCK or STATS without CAP_SYS_RAWIO failed",
+	[14] = "taking CAP_SYS_RAWIO back after registering",
+	[15] = "ULI_IOC_SET_BUDGET or SET_SHARE with CAP_SYS_RAWIO failed",
 };
 
 /*
  * Files opened with CAP_SYS_RAWIO, used without it (dropped from the
  * effective set): registering is EPERM on both; with the capability
- * back, the same files work.
+ * back, the same files work.  Once registered, what changes how the
+ * registration uses the CPU (its budget, its share) is EPERM without the
+ * capability too, a bad value being refused for the missing privilege
+ * first; the semaphores, block/unblock and the counters are not.
  */
 TEST_F(lc, privilege_at_use)
 {
@@ -919,6 +928,7 @@ TEST_F(lc, privilege_at_use)
 		if (!stack)
 			_exit(9);
 		raw_reg(&r, &e, stack, STACK_SIZE);
+		r.nsemas = 1;
 		edu_describe_intx(&e, &d);
 		fd = open("/dev/uli", O_RDWR | O_CLOEXEC);
 		if (fd < 0)
@@ -939,6 +949,27 @@ TEST_F(lc, privilege_at_use)
 		close(pfd);
 		if (ioctl(fd, ULI_IOC_REGISTER, &r))
 			_exit(8);
+		if (cap_effective(CAP_SYS_RAWIO, false))
+			_exit(10);
+		if (ioctl(fd, ULI_IOC_SET_BUDGET, &(uint64_t){ 1000000000 }) != -1 ||
+		    errno != EPERM ||
+		    ioctl(fd, ULI_IOC_SET_BUDGET, &(uint64_t){ 0 }) != -1 || errno != EPERM)
+			_exit(11);
+		if (ioctl(fd, ULI_IOC_SET_SHARE, &(uint32_t){ 900 }) != -1 || errno != EPERM)
+			_exit(12);
+		{
+			struct uli_counters st;
+
+			if (ioctl(fd, ULI_IOC_WAKEUP, 0) || ioctl(fd, ULI_IOC_SLEEP, 0) ||
+			    ioctl(fd, ULI_IOC_BLOCK, 0) || ioctl(fd, ULI_IOC_UNBLOCK, 0) ||
+			    ioctl(fd, ULI_IOC_STATS, &st))
+				_exit(13);
+		}
+		if (cap_effective(CAP_SYS_RAWIO, true))
+			_exit(14);
+		if (ioctl(fd, ULI_IOC_SET_BUDGET, &(uint64_t){ 5000000 }) ||
+		    ioctl(fd, ULI_IOC_SET_SHARE, &(uint32_t){ 900 }))
+			_exit(15);
 		close(fd);
 		_exit(0);
 	}
