@@ -12,9 +12,14 @@
  * it.  It must return while the handler still runs, not at its end.
  * make test boots once with idle=poll for it (ULI_IDLE_POLL=1 checks
  * that the boot has it); elsewhere the same must hold, without polling.
- * Both PCI sources, INTx and MSI.
+ * And membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) by the owner, a
+ * single-threaded process, reaches the CPU that runs its handler: a
+ * function-call IPI arrives there (/proc/interrupts, CAL) and the call
+ * returns while the handler still runs.  Both PCI sources, INTx and MSI.
  */
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 #include "kselftest_harness.h"
 #include "helpers.h"
@@ -142,6 +147,43 @@ TEST_F_TIMEOUT(ip, flush_during_handler, 120)
 	EXPECT_LE(ROUNDS * 9 / 10, (int)(st.ctx_idle - st0.ctx_idle));
 	EXPECT_LE(n * 8 / 10, during);
 	EXPECT_GT(SPIN_MS * 1000000ULL / 4, dt[n / 2]);
+}
+
+static int membarrier(int cmd)
+{
+	return syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+TEST_F_TIMEOUT(ip, membarrier_reaches_handler, 120)
+{
+	int i, n = 0, during = 0, ipis = 0;
+	long long cal0, cal1;
+	uint64_t t0, want;
+
+	ASSERT_EQ(0, membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+		TH_LOG("membarrier register: %s", strerror(errno));
+	for (i = 0; i < ROUNDS; i++) {
+		want = handled + 1;
+		edu_raise(&e, 1);
+		t0 = t_now_ns();
+		while (!in_handler && handled < want && t_ms_since(t0) < 2000)
+			;
+		ASSERT_TRUE(in_handler || handled >= want) TH_LOG("round %d: no handler", i);
+		if (in_handler) {
+			cal0 = t_arch_irq_count("CAL", 1);
+			ASSERT_EQ(0, membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED));
+			during += in_handler;
+			cal1 = t_arch_irq_count("CAL", 1);
+			ipis += cal1 > cal0;
+			n++;
+		}
+		ASSERT_TRUE(t_wait_count(&handled, want, 2000)) TH_LOG("round %d: handler did not end", i);
+	}
+	TH_LOG("%d rounds judged: membarrier() sent CPU 1 a function-call IPI in %d, "
+	       "returned during the %d ms handler in %d", n, ipis, SPIN_MS, during);
+	ASSERT_LE(ROUNDS / 2, n) TH_LOG("only %d of %d handlers seen running", n, ROUNDS);
+	EXPECT_LE(n * 8 / 10, ipis);
+	EXPECT_LE(n * 8 / 10, during);
 }
 
 TEST_HARNESS_MAIN
