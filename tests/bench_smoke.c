@@ -83,7 +83,7 @@ int main(void)
 		return 77;
 	}
 	single = sysconf(_SC_NPROCESSORS_ONLN) < 2;
-	/* PREEMPT_RT refuses registrations: the other methods still run. */
+	/* A kernel that refuses registrations: the other methods still run. */
 	upcall = t_uli_offered();
 	if (!upcall)
 		printf("INFO: /dev/uli refuses registrations here: no upcall rows\n");

@@ -231,7 +231,7 @@ int t_uli_fd(void);
 int t_registrations(void);
 /*
  * Does this kernel run handlers?  False without /dev/uli, and where it
- * refuses every registration with EOPNOTSUPP (PREEMPT_RT, some guests).
+ * refuses every registration with EOPNOTSUPP (Xen PV, SEV-ES, TDX guests).
  */
 bool t_uli_offered(void);
 /* Spin until *counter reaches want; false after timeout_ms. */
