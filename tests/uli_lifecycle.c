@@ -205,7 +205,7 @@ FIXTURE_TEARDOWN(lc)
 static __thread uint64_t t_calls;		/* .tbss */
 static __thread uint64_t t_seed = 0x5eed;	/* .tdata */
 static volatile uint64_t tls_seen, seed_seen;
-static uint64_t *heap;				/* malloc()ed, not pinned */
+static uint64_t *heap;				/* malloc()ed, ULI_pin()ned */
 
 static void writer_handler(void *arg)
 {
@@ -220,8 +220,10 @@ static void writer_handler(void *arg)
 
 /*
  * After registering, fork in every way a program does; then every
- * interrupt is handled, none aborted: the handler's first writes to the
- * heap after a fork, which copy-on-write would make fault, do not.  The
+ * interrupt is handled, none aborted: the handler's first writes after a
+ * fork to its static data, its TLS and a pinned heap buffer, which
+ * copy-on-write would make fault, do not (a fork copies pinned pages for
+ * the child).  The
  * handler's TLS is its own (fresh from the template, kept between calls);
  * a child's copy of the handler's counter stays as it was at the fork.
  */
@@ -239,6 +241,7 @@ TEST_F_TIMEOUT(lc, fork_then_handler_writes, 600)
 	t_seed = 7;		/* ours; the handler's starts from the image */
 	the_uli = ULI_register_pci(e.bdf, writer_handler, NULL, 0, NULL, 0, ULI_INTX);
 	ASSERT_NE(NULL, the_uli) TH_LOG("ULI_register_pci: %s", strerror(errno));
+	ASSERT_EQ(0, ULI_pin(the_uli, heap, HEAP_PAGES * 4096));
 	ASSERT_EQ(pre, raise_n(pre));
 
 	ASSERT_EQ(0, system("true"));
