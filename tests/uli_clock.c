@@ -134,12 +134,6 @@ static void rounds(struct tally *t)
 	}
 }
 
-static uint64_t aborts(const struct uli_stats *st)
-{
-	return st->aborted_fault + st->aborted_illegal + st->aborted_fpe +
-	       st->aborted_syscall + st->aborted_timeout;
-}
-
 static void report(struct __test_metadata *_metadata, const struct tally *t,
 		   const struct uli_stats *st, const char *what)
 {
@@ -152,7 +146,7 @@ static void report(struct __test_metadata *_metadata, const struct tally *t,
 		  t->time + t->cputime + t->getcpu);
 	/* Not CPU 0 throughout, which a sched_getcpu() stuck at 0 would pass. */
 	EXPECT_LE(ROUNDS / 2, t->on_cpu1);
-	EXPECT_EQ(0, aborts(st)) TH_LOG("%s: handlers aborted", what);
+	EXPECT_EQ(0, t_aborts(st)) TH_LOG("%s: handlers aborted", what);
 }
 
 FIXTURE(ck) {
@@ -246,7 +240,7 @@ static int fresh_child(void)
 		return 8;
 	if (!ns(&h_mono) || ns(&h_mono) > ns(&after))
 		return 9;
-	if (ULI_get_stats(uli, &st) || aborts(&st))
+	if (ULI_get_stats(uli, &st) || t_aborts(&st))
 		return 10;
 	ULI_destroy(uli);
 	return 0;

@@ -464,8 +464,7 @@ static void interrupted(struct __test_metadata *_metadata, uint64_t n, bool sele
 	EXPECT_EQ(n, handled);
 	EXPECT_EQ(n, st.calls);
 	EXPECT_EQ(n, st.interrupts);
-	EXPECT_EQ(0, st.aborted_fault + st.aborted_illegal + st.aborted_fpe +
-		     st.aborted_syscall + st.aborted_timeout)
+	EXPECT_EQ(0, t_aborts(&st))
 		TH_LOG("handler calls aborted: syscall %llu illegal %llu fault %llu fpe %llu timeout %llu",
 		       (unsigned long long)st.aborted_syscall, (unsigned long long)st.aborted_illegal,
 		       (unsigned long long)st.aborted_fault, (unsigned long long)st.aborted_fpe,

@@ -467,8 +467,7 @@ TEST_F_TIMEOUT(uli, vcpu_tsc_aux_across_upcalls, 600)
 	/* Every raise handled, without an abort. */
 	EXPECT_EQ(n, handled);
 	EXPECT_EQ(n, st.calls);
-	EXPECT_EQ(0, st.aborted_fault + st.aborted_illegal + st.aborted_fpe +
-		     st.aborted_syscall + st.aborted_timeout);
+	EXPECT_EQ(0, t_aborts(&st));
 	/* The handler saw the host's TSC_AUX, its CPU's number, never G. */
 	EXPECT_EQ(0, saw_guest);
 	EXPECT_EQ(n, saw_cpu) TH_LOG("G %llu times, other values %llu times",

@@ -54,12 +54,6 @@ static void post_handler(void *arg)
 	handled++;
 }
 
-static uint64_t no_aborts(const struct uli_stats *st)
-{
-	return st->aborted_fault + st->aborted_illegal + st->aborted_fpe +
-	       st->aborted_syscall + st->aborted_timeout;
-}
-
 /* Raise and wait for the call, n times; how many were handled in time. */
 static uint64_t raise_n(uint64_t n)
 {
@@ -281,7 +275,7 @@ TEST_F_TIMEOUT(lc, fork_then_handler_writes, 600)
 	EXPECT_EQ(pre + n, sum);		/* the writes are in our heap */
 	ASSERT_EQ(0, ULI_get_stats(the_uli, &st));
 	EXPECT_EQ(pre + n, st.calls);
-	EXPECT_EQ(0, no_aborts(&st)) TH_LOG("aborted: fault %llu", (unsigned long long)st.aborted_fault);
+	EXPECT_EQ(0, t_aborts(&st)) TH_LOG("aborted: fault %llu", (unsigned long long)st.aborted_fault);
 
 	/* The live child's copy did not move. */
 	ASSERT_EQ(1, write(cmd[1], "x", 1));
@@ -341,7 +335,7 @@ TEST_F_TIMEOUT(lc, child_inherits_nothing, 300)
 	EXPECT_EQ(k + m, handled);
 	ASSERT_EQ(0, ULI_get_stats(the_uli, &st));
 	EXPECT_EQ(k + m, st.calls);
-	EXPECT_EQ(0, no_aborts(&st));
+	EXPECT_EQ(0, t_aborts(&st));
 	EXPECT_EQ(0, ULI_destroy(the_uli));
 }
 
@@ -1471,7 +1465,7 @@ TEST_F_TIMEOUT(lc, registering_thread_exits, 600)
 	EXPECT_EQ(EINVAL, wakeup_errno);
 	ASSERT_EQ(0, ULI_get_stats(the_uli, &st));
 	EXPECT_EQ(n, st.calls);
-	EXPECT_EQ(0, no_aborts(&st)) TH_LOG("aborted: fault %llu", (unsigned long long)st.aborted_fault);
+	EXPECT_EQ(0, t_aborts(&st)) TH_LOG("aborted: fault %llu", (unsigned long long)st.aborted_fault);
 	EXPECT_EQ(0, ULI_destroy(the_uli));
 }
 

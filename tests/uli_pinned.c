@@ -54,12 +54,6 @@ static void nop_handler(void *arg)
 	(void)arg;
 }
 
-static uint64_t aborts(const struct uli_stats *st)
-{
-	return st->aborted_fault + st->aborted_illegal + st->aborted_fpe +
-	       st->aborted_syscall + st->aborted_timeout;
-}
-
 /* Microseconds for the fastest of FORKS forks of a child that exits. */
 static uint64_t fork_us(void)
 {
@@ -224,7 +218,7 @@ static double fork_cost(struct __test_metadata *_metadata, FIXTURE_DATA(pn) *sel
 		sum += pinned_buf[i * 512];
 	EXPECT_EQ(handled, sum);
 	EXPECT_EQ(0, ULI_get_stats(self->uli, &st));
-	EXPECT_EQ(0, aborts(&st));
+	EXPECT_EQ(0, t_aborts(&st));
 	return before_us && with_us ? (double)with_us / before_us : -1;
 }
 

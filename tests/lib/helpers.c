@@ -226,6 +226,12 @@ uint64_t t_raise_each(const struct edu *e, volatile uint64_t *handled,
 	return i;
 }
 
+uint64_t t_aborts(const struct uli_stats *st)
+{
+	return st->aborted_fault + st->aborted_illegal + st->aborted_fpe +
+	       st->aborted_syscall + st->aborted_timeout;
+}
+
 bool t_uli_offered(void)
 {
 	struct uli_register r = { 0 };	/* source 0: EINVAL where offered */

@@ -243,6 +243,8 @@ bool t_wait_count(volatile uint64_t *counter, uint64_t want,
  */
 uint64_t t_raise_each(const struct edu *e, volatile uint64_t *handled,
 		      uint64_t n, unsigned int timeout_ms);
+/* Handler calls the kernel ended, of every cause. */
+uint64_t t_aborts(const struct uli_stats *st);
 
 /* --- capabilities --------------------------------------------------------- */
 
