@@ -14,6 +14,8 @@
  *    from a 3 s storm); the owner, whose threads all sleep, is charged it (its
  *    CPU time and its user time in /proc/<pid>/stat at least 0.7 H), and
  *    none of its threads is.
+ *  - owner_rlimit: the owner's own RLIMIT_CPU (1 s) sends it SIGXCPU
+ *    once its handlers ran 1 s, though its only thread sleeps.
  *  - not_idle: with nothing else running there, the CPUs' idle time in
  *    /proc/stat falls by at least 0.7 H, their user time grows by it.
  *  - cgroup: the owner's cgroup v2 cpu.stat grows by the handlers' time
@@ -45,6 +47,8 @@ struct shared {
 	volatile int upcall;		/* the owner's method is the upcall */
 	volatile int xcpu;		/* the neighbour got SIGXCPU */
 	volatile int owner_sig;		/* a signal the owner got */
+	volatile int rlimit;		/* the owner sets RLIMIT_CPU 1 s */
+	volatile uint64_t xcpu_at_ns;	/* the owner's CPU time at its SIGXCPU */
 };
 
 static struct edu e;
@@ -77,6 +81,15 @@ static void handler(void *arg)
 
 static void on_owner_signal(int sig)
 {
+	struct timespec ts;
+
+	/* RLIMIT_CPU's, then one more each second: the first is timed. */
+	if (sig == SIGXCPU && sh->rlimit) {
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+		if (!sh->xcpu_at_ns)
+			sh->xcpu_at_ns = ts.tv_sec * 1000000000ull + ts.tv_nsec;
+		return;
+	}
 	sh->owner_sig = sig;
 }
 
@@ -92,6 +105,11 @@ static void owner(const char *cg, int cpu)
 	/* An aborted call is logged, and fails the test: it should not be. */
 	for (i = 0; i < 6; i++)
 		signal(sigs[i], on_owner_signal);
+	if (sh->rlimit) {
+		struct rlimit rl = { 1, RLIM_INFINITY };
+
+		setrlimit(RLIMIT_CPU, &rl);
+	}
 	t_pin(cpu);
 	snprintf(pid, sizeof(pid), "%d", getpid());
 	if (cg && t_write_file(CG "/cgroup.procs", pid) < 0) {
@@ -310,6 +328,26 @@ TEST_F_TIMEOUT(acct, neighbour, 120)
 		EXPECT_GT(o1 - o0, h * 9 / 10);
 		EXPECT_LT(o1 - o0, h * 13 / 10);
 	}
+}
+
+/*
+ * The owner's own RLIMIT_CPU (1 s) fires on its handlers' time, while its
+ * only thread sleeps in pause(): SIGXCPU once its CPU time passed 1 s.
+ */
+TEST_F_TIMEOUT(acct, owner_rlimit, 120)
+{
+	uint64_t h;
+
+	sh->rlimit = 1;
+	start_owner(_metadata, self, NULL);
+	t_msleep(100);
+	h = storm(2500);
+	TH_LOG("%s: handlers %llu ms; the owner's SIGXCPU at %llu ms of its CPU time",
+	       sh->upcall ? "upcall" : "proc", MS(h), MS(sh->xcpu_at_ns));
+	EXPECT_EQ(0, sh->owner_sig) TH_LOG("the owner got a signal: a call was aborted");
+	ASSERT_LT(1500000000ull, h) TH_LOG("the storm did not take");
+	EXPECT_NE(0, sh->xcpu_at_ns) TH_LOG("no SIGXCPU for the owner's RLIMIT_CPU");
+	EXPECT_LE(950000000ull, sh->xcpu_at_ns) TH_LOG("SIGXCPU before 1 s of CPU time");
 }
 
 TEST_F_TIMEOUT(acct, not_idle, 120)
