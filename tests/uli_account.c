@@ -97,7 +97,6 @@ static void on_owner_signal(int sig)
 static void owner(const char *cg, int cpu)
 {
 	static const int sigs[] = { SIGXCPU, SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS };
-	char pid[32];
 	void *uli;
 	int i;
 
@@ -111,16 +110,7 @@ static void owner(const char *cg, int cpu)
 		setrlimit(RLIMIT_CPU, &rl);
 	}
 	t_pin(cpu);
-	snprintf(pid, sizeof(pid), "%d", getpid());
-	if (cg && t_write_file(CG "/cgroup.procs", pid) < 0) {
-		sh->ready = -errno;
-		_exit(1);
-	}
-	uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
-	if (!uli || ULI_pin(uli, sh, 4096)) {
-		sh->ready = -errno;
-		_exit(1);
-	}
+	uli = t_owner_register(&e, cg, handler, sh, &sh->ready);
 	sh->upcall = !strcmp(ULI_mode(uli), "upcall");
 	if (sh->upcall)
 		ULI_set_share(uli, ULI_MAX_SHARE);

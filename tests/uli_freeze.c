@@ -40,21 +40,8 @@ static void handler(void *arg)
 /* The owner: join @cg, register, pin the shared page, wait to be killed. */
 static void owner(const char *cg)
 {
-	char path[128], pid[32];
-	void *uli;
-
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-	snprintf(pid, sizeof(pid), "%d", getpid());
-	if (t_write_file(path, pid) < 0) {
-		sh->ready = -errno;
-		_exit(1);
-	}
-	uli = ULI_register_pci(e.bdf, handler, NULL, 0, NULL, 0, ULI_INTX);
-	if (!uli || ULI_pin(uli, sh, 4096)) {
-		sh->ready = -errno;
-		_exit(1);
-	}
+	t_owner_register(&e, cg, handler, sh, &sh->ready);
 	sh->ready = 1;
 	for (;;)
 		pause();

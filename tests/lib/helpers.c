@@ -116,6 +116,25 @@ void *t_register(const struct edu *e, uli_func_t func, void *arg,
 	return ULI_register_pci(e->bdf, func, arg, nsemas, stack, stacksize, how);
 }
 
+void *t_owner_register(const struct edu *e, const char *cg, uli_func_t func,
+		       void *page, volatile int *ready)
+{
+	char path[256], pid[32];
+	void *uli;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg ? cg : "");
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (cg && t_write_file(path, pid) < 0)
+		goto fail;
+	uli = ULI_register_pci(e->bdf, func, NULL, 0, NULL, 0, ULI_INTX);
+	if (!uli || ULI_pin(uli, page, 4096))
+		goto fail;
+	return uli;
+fail:
+	*ready = -errno;
+	_exit(1);
+}
+
 pid_t t_spawn(int cpu, void (*fn)(void))
 {
 	pid_t pid = fork();

@@ -218,6 +218,13 @@ long t_uio_count(const struct edu *e);
 /* Register @e's interrupt as @how says: ULI_INTX, ULI_MSI or T_MMIO. */
 void *t_register(const struct edu *e, uli_func_t func, void *arg,
 		 int nsemas, void *stack, int stacksize, int how);
+/*
+ * In a forked owner process: join the cgroup v2 directory @cg (unless
+ * NULL), register @e's INTx with @func and pin @page (4 KiB, shared with
+ * the test).  On failure -errno goes to *@ready and the process exits.
+ */
+void *t_owner_register(const struct edu *e, const char *cg, uli_func_t func,
+		       void *page, volatile int *ready);
 /* The line of a registration: ULI_irq(), or for MSI the device's vector. */
 int t_uli_irq(void *uli, const struct edu *e);
 /* Does ULI_MODE select the direct upcall (unset, empty or "upcall")? */
