@@ -257,6 +257,16 @@ static void start_owner(struct __test_metadata *_metadata, FIXTURE_DATA(acct) *s
 	for (i = 0; i < 1000 && !sh->ready; i++)
 		t_msleep(10);
 	ASSERT_EQ(1, sh->ready) TH_LOG("owner: %s", strerror(-sh->ready));
+	/*
+	 * The line on self->cpu, the neighbour's: requesting it may have
+	 * put it on another CPU.  An INTx line moves at its next interrupt.
+	 */
+	ASSERT_LE(0, t_set_irq_cpu(e.irq, self->cpu));
+	for (i = 0; i < 100 && t_irq_cpu(e.irq) != self->cpu; i++) {
+		edu_raise(&e, 1);
+		t_msleep(10);
+	}
+	ASSERT_EQ(self->cpu, t_irq_cpu(e.irq));
 }
 
 /* A storm of @ms; returns the handlers' time H in it. */
