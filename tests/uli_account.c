@@ -315,9 +315,15 @@ TEST_F_TIMEOUT(acct, neighbour, 120)
 	EXPECT_EQ(0, sh->owner_sig) TH_LOG("the owner got a signal: a call was aborted");
 	ASSERT_LT(w / 4, h) TH_LOG("the storm did not take");
 	EXPECT_LE(h * 7 / 10, o1 - o0) TH_LOG("the owner was not charged");
-	EXPECT_LE(h * 6 / 10, u1 - u0) TH_LOG("not as user time");
 	EXPECT_GT(h / 5, m1 - m0) TH_LOG("its thread was charged");
+	/*
+	 * User time in the upcall method, where the kernel says so.  The
+	 * proc method's thread is sampled as any thread: its clock calls
+	 * are system time when the clocksource has no vDSO mode (uli_clock
+	 * may leave the HPET behind, if the TSC was found unstable).
+	 */
 	if (sh->upcall) {
+		EXPECT_LE(h * 6 / 10, u1 - u0) TH_LOG("not as user time");
 		/*
 		 * It ran on the neighbour's CPU, and must not count as its.
 		 * (The proc method's handler thread runs beside its owner,
@@ -372,8 +378,8 @@ TEST_F_TIMEOUT(acct, not_idle, 120)
 	EXPECT_EQ(0, sh->owner_sig) TH_LOG("the owner got a signal: a call was aborted");
 	ASSERT_LT(w / 4, h) TH_LOG("the storm did not take");
 	EXPECT_GT(t_ncpus() * w - h * 7 / 10, ai1 - ai0) TH_LOG("handler time counted as idle");
-	EXPECT_LE(h * 7 / 10, au1 - au0) TH_LOG("handler time not counted as user time");
-	if (sh->upcall) {
+	if (sh->upcall) {	/* user time: see the neighbour case */
+		EXPECT_LE(h * 7 / 10, au1 - au0) TH_LOG("handler time not counted as user time");
 		EXPECT_GT(w - h * 7 / 10, ci1 - ci0);
 		EXPECT_LE(h * 7 / 10, cu1 - cu0);
 	}
@@ -405,7 +411,8 @@ TEST_F_TIMEOUT(acct, cgroup, 120)
 	EXPECT_EQ(0, sh->owner_sig) TH_LOG("the owner got a signal: a call was aborted");
 	ASSERT_LT(w / 4, h) TH_LOG("the storm did not take");
 	EXPECT_LE(h * 7 / 10, us1 - us0) TH_LOG("cpu.stat usage_usec without the handlers");
-	EXPECT_LE(h * 6 / 10, uu1 - uu0) TH_LOG("cpu.stat user_usec without the handlers");
+	if (sh->upcall)		/* see the neighbour case */
+		EXPECT_LE(h * 6 / 10, uu1 - uu0) TH_LOG("cpu.stat user_usec without the handlers");
 
 	/*
 	 * cpu.max: 20 ms in every 100 ms, handlers included.  Not for the
